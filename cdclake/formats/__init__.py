@@ -1,0 +1,65 @@
+"""The registry of formats: one package per wire format under ``cdclake/formats/<name>/``.
+
+``get(name)`` returns the decoder registered under a name or alias; an unknown name raises
+``CdclakeError(UNKNOWN_FORMAT)`` listing the known ones.
+"""
+
+from __future__ import annotations
+
+from cdclake.errors import CdclakeError
+from cdclake.formats.base import Capabilities, Decoder, DecodeOptions
+
+_REGISTRY: dict[str, Decoder] = {}
+_ALIASES: dict[str, str] = {}
+
+
+def register(decoder: Decoder) -> Decoder:
+    """Add ``decoder`` under its ``name`` and ``aliases``; returns it."""
+    _REGISTRY[decoder.name] = decoder
+    for alias in decoder.aliases:
+        _ALIASES[alias] = decoder.name
+    return decoder
+
+
+def names() -> list[str]:
+    """Registered format names and aliases, sorted, plus ``auto``."""
+    return sorted(["auto", *_REGISTRY, *_ALIASES])
+
+
+def get(name: str) -> Decoder:
+    """The decoder for ``name`` (a format name or alias).
+
+    Raises:
+        CdclakeError(UNKNOWN_FORMAT): no such format; the message lists the known names.
+    """
+    key = _ALIASES.get(name, name)
+    if key not in _REGISTRY:
+        raise CdclakeError(
+            "UNKNOWN_FORMAT", f"unknown format {name!r}; known formats: {', '.join(names())}"
+        )
+    return _REGISTRY[key]
+
+
+def all_decoders() -> list[Decoder]:
+    """Every registered decoder, by name."""
+    return [_REGISTRY[k] for k in sorted(_REGISTRY)]
+
+
+#: the built-in format packages, each exporting one Decoder class named after its format
+BUILTIN = {
+    "cdclake.formats.canal_json": "CanalJsonDecoder",
+    # "cdclake.formats.debezium_json": "DebeziumJsonDecoder",
+    # "cdclake.formats.dataworks_json": "DataWorksJsonDecoder",
+}
+
+
+def _register_builtin() -> None:
+    import importlib
+
+    for module, cls in BUILTIN.items():
+        register(getattr(importlib.import_module(module), cls)())
+
+
+_register_builtin()
+
+__all__ = ["Capabilities", "Decoder", "DecodeOptions", "register", "get", "names", "all_decoders"]

@@ -1,0 +1,136 @@
+"""The decoder contract every format package implements.
+
+A decoder is a class named after its format, registered explicitly in
+:mod:`cdclake.formats` (``register(CanalJsonDecoder())``). What a format carries is data
+(:class:`Capabilities`), not ``if name == ...`` chains in the pipeline.
+
+Where code runs: ``decode`` is called once on the driver and only *builds* a DataFrame plan
+from Spark SQL expressions; the rows are decoded in the JVM on the executors. No Python code
+touches rows.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from cdclake.model import DECODED_SCHEMA, EVENT_SCHEMA
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a format carries, as the ``cdclake formats`` table shows it."""
+
+    key: str  # where the primary key comes from, e.g. "message (pkNames)", "configuration"
+    column_types: str  # "mysqlType / sqlType", "Kafka Connect schema", "none" ...
+    position: str  # the ordering coordinate, e.g. "es, id"
+    transactions: str  # "none", "BEGIN/END topic + event_count" ...
+    ddl: bool
+    heartbeats: bool
+    snapshot_marker: str  # "type INIT", "op r", "none" ...
+    partial_images: bool = False
+
+
+@dataclass
+class DecodeOptions:
+    """Per-run options a decoder may use.
+
+    primary_keys: ``{qualified table name or bare table name: [columns]}`` from
+        ``--primary-key``; used where the format does not carry a key.
+    canal_dts_inverted: Canal JSON written by a DTS instance created before 2022-03-20
+        (``old`` and ``data`` swapped for UPDATE; see ``formats/canal_json``).
+    extra: format-specific settings by name.
+    """
+
+    primary_keys: dict[str, list[str]] = field(default_factory=dict)
+    canal_dts_inverted: bool = False
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+class Decoder(ABC):
+    """Turns raw records (:data:`cdclake.model.RAW_SCHEMA`) into decoded records
+    (:data:`cdclake.model.DECODED_SCHEMA`): one output row per input row, carrying the record's
+    canonical events or its reject code."""
+
+    #: the format's name on the command line
+    name: str = ""
+    #: other names accepted for it
+    aliases: tuple[str, ...] = ()
+    #: how input files are read: "lines" (one message per line) or "avro" (container files)
+    file_kind: str = "lines"
+    capabilities: Capabilities
+
+    @abstractmethod
+    def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
+        """Decode ``raw`` (RAW_SCHEMA) into DECODED_SCHEMA, one row per input row.
+
+        Must not raise on bad records: a record that cannot be decoded gets ``error_code``
+        (a :class:`cdclake.errors.RejectCode` value) and ``error_message`` and no events.
+        """
+
+    def detect_score(self, sample: list[bytes]) -> float:
+        """How sure (0..1) this decoder is that ``sample`` (the first values of an input) is its
+        format; used by ``--format auto``. Runs on the driver over a handful of records."""
+        return 0.0
+
+
+def finish(df: DataFrame, events: Column, error_code: Column, error_message: Column) -> DataFrame:
+    """Project ``df`` (which must still have RAW_SCHEMA's columns) to DECODED_SCHEMA.
+
+    ``events`` is an ``array<struct>`` expression whose structs have EVENT_SCHEMA's fields in
+    order (it is cast to the exact schema); it is replaced by an empty array when
+    ``error_code`` is not null.
+    """
+    event_array = EVENT_SCHEMA.simpleString()
+    out = df.select(
+        F.col("source_record"),
+        F.col("key").alias("raw_key"),
+        F.col("value").alias("raw_value"),
+        F.when(error_code.isNull(), events.cast(f"array<{event_array}>"))
+        .otherwise(F.array().cast(f"array<{event_array}>"))
+        .alias("events"),
+        error_code.alias("error_code"),
+        F.when(error_code.isNotNull(), error_message).alias("error_message"),
+    )
+    return out.select([F.col(f.name).cast(f.dataType) for f in DECODED_SCHEMA.fields])
+
+
+def first_error(*checks: tuple[Column, str, Column | str]) -> tuple[Column, Column]:
+    """Fold ``(condition, code, message)`` checks into ``(error_code, error_message)`` columns:
+    the first condition that holds wins."""
+    code = F.lit(None).cast("string")
+    message = F.lit(None).cast("string")
+    for cond, c, msg in reversed(checks):
+        msg_col = F.lit(msg) if isinstance(msg, str) else msg
+        code = F.when(cond, F.lit(c)).otherwise(code)
+        message = F.when(cond, msg_col).otherwise(message)
+    return code, message
+
+
+def event_sql(**fields: str) -> str:
+    """SQL text of a ``named_struct`` with EVENT_SCHEMA's fields in order.
+
+    Each keyword is a field name with its SQL expression; fields not given are typed NULLs.
+    ``source_record`` defaults to the row's ``source_record`` column. Example::
+
+        event_sql(format="'canal-json'", kind="'data'", op="'c'", after="d")
+    """
+    unknown = set(fields) - {f.name for f in EVENT_SCHEMA.fields}
+    if unknown:
+        raise ValueError(f"not canonical event fields: {sorted(unknown)}")
+    fields.setdefault("source_record", "source_record")
+    parts = []
+    for f in EVENT_SCHEMA.fields:
+        expr = fields.get(f.name, f"cast(null as {f.dataType.simpleString()})")
+        parts.append(f"'{f.name}', {expr}")
+    return "named_struct(" + ", ".join(parts) + ")"
+
+
+def position_sql(parts: list[str], text: str) -> str:
+    """SQL text of a position struct from decimal-able ``parts`` (compared in order) and the
+    human-readable ``text``."""
+    order = ", ".join(f"cast({p} as decimal(38,0))" for p in parts)
+    return f"named_struct('order', array({order}), 'text', {text})"

@@ -1,0 +1,89 @@
+"""The one SparkSession factory.
+
+``get_spark()`` returns the active session or builds one: ``local[*]`` by default (the embedded
+default), any master when given (``spark://``, ``yarn``, ``local[2]`` ...). The session carries the
+Delta Lake extension and catalog, the jars fetched by ``bin/setup`` (Delta, spark-avro,
+spark-sql-kafka and kafka-clients) as ``spark.jars``, and UTC as the session time zone: every
+timestamp cdclake writes is UTC.
+
+Environment:
+    CDCLAKE_JARS_DIR   folder of jars to hand to Spark (default: ``<repo>/.jars/spark``)
+    CDCLAKE_SPARK_MASTER   master URL used when none is passed (default ``local[*]``)
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from pathlib import Path
+
+from cdclake.errors import CdclakeError
+from cdclake.versions import DELTA_VERSION, SPARK_VERSION
+
+_REPO = Path(__file__).resolve().parent.parent
+
+
+def jars_dir() -> Path:
+    """The folder whose ``*.jar`` files are put on Spark's class path."""
+    return Path(os.environ.get("CDCLAKE_JARS_DIR", _REPO / ".jars" / "spark"))
+
+
+def spark_jars() -> list[str]:
+    """Absolute paths of the jars for ``spark.jars``.
+
+    Raises:
+        CdclakeError(JARS_MISSING): the jar folder is empty (``bin/setup`` was not run).
+    """
+    found = sorted(glob.glob(str(jars_dir() / "*.jar")))
+    if not any("delta-spark" in Path(j).name for j in found):
+        raise CdclakeError(
+            "JARS_MISSING",
+            f"no Delta jars in {jars_dir()}: run bin/setup (it fetches them from Maven Central)",
+        )
+    return found
+
+
+def get_spark(master: str | None = None, app_name: str = "cdclake", conf: dict | None = None):
+    """Return the active SparkSession, or build the cdclake one.
+
+    Args:
+        master: Spark master URL; default ``$CDCLAKE_SPARK_MASTER`` or ``local[*]``.
+        app_name: the application name shown by Spark.
+        conf: extra Spark settings, applied last.
+
+    Raises:
+        CdclakeError(VERSION_MISMATCH): the installed pyspark is not the pinned version.
+        CdclakeError(JARS_MISSING): see :func:`spark_jars`.
+    """
+    import pyspark
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    if pyspark.__version__ != SPARK_VERSION:
+        raise CdclakeError(
+            "VERSION_MISMATCH",
+            f"pyspark {pyspark.__version__} is installed but cdclake pins {SPARK_VERSION} "
+            f"(Delta {DELTA_VERSION}): run bin/setup",
+        )
+    builder = (
+        SparkSession.builder.master(master or os.environ.get("CDCLAKE_SPARK_MASTER", "local[*]"))
+        .appName(app_name)
+        .config("spark.jars", ",".join(spark_jars()))
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", os.environ.get("CDCLAKE_SHUFFLE_PARTITIONS", "8"))
+        .config("spark.databricks.delta.snapshotPartitions", "2")
+        .config("spark.databricks.delta.schema.autoMerge.enabled", "false")
+        .config("spark.sql.ansi.enabled", "false")
+        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=WARN")
+    )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

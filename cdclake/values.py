@@ -1,0 +1,144 @@
+"""Column values: source types to Spark types, and the canonical text encoding of images.
+
+Everything here builds Spark SQL expression *text* (for ``F.expr``), so the work runs in the
+JVM. Image values in the canonical event are strings in the canonical encoding of the column's
+Spark type (see :mod:`cdclake.model`); :func:`normalize_sql` turns a format's own text into that
+encoding and says whether the value was readable at all, :func:`cast_sql` turns canonical text
+into the typed value in the applier.
+
+Sources of the type mappings:
+* MySQL type text (Canal ``mysqlType``; MySQL reference manual, data types chapter).
+* java.sql.Types codes (Canal ``sqlType``; JDK ``java.sql.Types`` constants).
+"""
+
+from __future__ import annotations
+
+# Canonical timestamp text: microseconds, UTC (the session time zone is UTC).
+TS_FORMAT = "yyyy-MM-dd HH:mm:ss.SSSSSS"
+
+_NUMERIC_RE = r"^\\s*[+-]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][+-]?[0-9]+)?\\s*$"
+_FLOAT_RE = r"^\\s*([+-]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][+-]?[0-9]+)?|NaN|[+-]?Infinity)\\s*$"
+_INTEGRAL = "('tinyint','smallint','int','bigint')"
+
+
+def mysql_to_spark_sql(type_text: str) -> str:
+    """SQL expression: the Spark type (as text) for a MySQL column type given as text.
+
+    ``type_text`` is an SQL expression yielding e.g. ``int(11) unsigned``, ``decimal(10,2)``,
+    ``VARCHAR(255)``, ``datetime(3)``. Result examples: ``int``, ``bigint``, ``decimal(20,0)``,
+    ``decimal(10,2)``, ``float``, ``double``, ``boolean``, ``date``, ``timestamp``, ``binary``,
+    ``string``. Unknown types map to ``string`` (the value is kept as text, never lost).
+    """
+    t = f"lower(trim({type_text}))"
+    base = f"regexp_extract({t}, '^([a-z ]+?)\\\\s*(\\\\(|unsigned|zerofill|$)', 1)"
+    unsigned = f"({t} like '%unsigned%')"
+    p = f"try_cast(regexp_extract({t}, '\\\\(\\\\s*([0-9]+)', 1) as int)"
+    s = f"coalesce(try_cast(regexp_extract({t}, '\\\\(\\\\s*[0-9]+\\\\s*,\\\\s*([0-9]+)', 1) as int), 0)"
+    return f"""(case
+      when {base} in ('tinyint','smallint','mediumint') then 'int'
+      when {base} in ('int','integer') then (case when {unsigned} then 'bigint' else 'int' end)
+      when {base} = 'bigint' then (case when {unsigned} then 'decimal(20,0)' else 'bigint' end)
+      when {base} in ('decimal','numeric','dec','fixed') then
+        (case when {p} is null then 'decimal(10,0)'
+              when {p} > 38 then 'string'
+              else concat('decimal(', {p}, ',', {s}, ')') end)
+      when {base} = 'float' then 'float'
+      when {base} in ('double','real','double precision') then 'double'
+      when {base} in ('bool','boolean') then 'boolean'
+      when {base} = 'bit' then (case when coalesce({p}, 1) = 1 then 'boolean' else 'bigint' end)
+      when {base} = 'year' then 'int'
+      when {base} = 'date' then 'date'
+      when {base} in ('datetime','timestamp') then 'timestamp'
+      when {base} in ('binary','varbinary','tinyblob','blob','mediumblob','longblob') then 'binary'
+      else 'string' end)"""
+
+
+def jdbc_to_spark_sql(code: str) -> str:
+    """SQL expression: the Spark type (text) for a ``java.sql.Types`` code (Canal ``sqlType``)."""
+    c = f"cast({code} as int)"
+    return f"""(case
+      when {c} in (-7, 16) then 'boolean'
+      when {c} in (-6, 5, 4) then 'int'
+      when {c} = -5 then 'bigint'
+      when {c} = 7 then 'float'
+      when {c} in (6, 8) then 'double'
+      when {c} in (2, 3) then 'decimal(38,10)'
+      when {c} = 91 then 'date'
+      when {c} in (93, 2014) then 'timestamp'
+      when {c} in (-2, -3, -4, 2004) then 'binary'
+      else 'string' end)"""
+
+
+def normalize_sql(value: str, spark_type: str, binary_input: str = "base64") -> str:
+    """SQL expression: ``struct<value: string, ok: boolean>`` for one image value.
+
+    ``value`` is the format's text for the value (SQL NULL = NULL at the source), ``spark_type``
+    the column's Spark type as text. ``value`` of the result is the canonical text (see
+    :mod:`cdclake.model`); ``ok`` is false when a non-null value cannot be read as that type
+    (the record is then rejected with ``BAD_VALUE``). ``binary_input`` says how the format writes
+    bytes: ``base64`` (Debezium, DataWorks) or ``latin1`` (Canal writes each byte as one
+    ISO-8859-1 character). MySQL's zero dates (``0000-00-00``) read as NULL, as Debezium does.
+    """
+    v, t = value, f"lower({spark_type})"
+    zero_date = f"({v} like '0000-00-00%')"
+    if binary_input == "latin1":
+        binary = f"base64(encode({v}, 'ISO-8859-1'))"
+        binary_ok = "true"
+    else:
+        binary = f"regexp_replace({v}, '\\\\s', '')"
+        binary_ok = f"try_to_binary(regexp_replace({v}, '\\\\s', ''), 'base64') is not null"
+    ts = f"coalesce(try_to_timestamp({v}), try_cast({v} as timestamp))"
+    canon = f"""(case
+      when {v} is null then null
+      when {t} in {_INTEGRAL} then cast(try_cast(trim({v}) as bigint) as string)
+      when {t} like 'decimal%' then trim({v})
+      when {t} in ('float','double') then trim({v})
+      when {t} = 'boolean' then (case when lower(trim({v})) in ('true','1') then 'true'
+                                      when lower(trim({v})) in ('false','0') then 'false' end)
+      when {t} = 'date' then (case when {zero_date} then null
+                                   else cast(try_cast(substr(trim({v}), 1, 10) as date) as string) end)
+      when {t} = 'timestamp' then (case when {zero_date} then null
+                                        else date_format({ts}, '{TS_FORMAT}') end)
+      when {t} = 'binary' then {binary}
+      else {v} end)"""
+    ok = f"""(case
+      when {v} is null then true
+      when {t} in {_INTEGRAL} then try_cast(trim({v}) as bigint) is not null
+      when {t} like 'decimal%' then {v} rlike '{_NUMERIC_RE}'
+      when {t} in ('float','double') then {v} rlike '{_FLOAT_RE}'
+      when {t} = 'boolean' then lower(trim({v})) in ('true','false','1','0')
+      when {t} = 'date' then {zero_date} or try_cast(substr(trim({v}), 1, 10) as date) is not null
+      when {t} = 'timestamp' then {zero_date} or {ts} is not null
+      when {t} = 'binary' then {binary_ok}
+      else true end)"""
+    return f"named_struct('value', {canon}, 'ok', {ok})"
+
+
+def normalize_image_sql(image: str, types: str, binary_input: str = "base64") -> str:
+    """SQL expression: ``struct<image: map<string,string>, ok: boolean>`` for a whole image.
+
+    ``image`` is a ``map<string,string>`` of the format's value text, ``types`` a
+    ``map<string,string>`` column name -> Spark type (columns missing from it are strings).
+    """
+    norm = normalize_sql("v", f"coalesce(element_at({types}, k), 'string')", binary_input)
+    checked = f"transform_values({image}, (k, v) -> {norm})"
+    return (
+        f"named_struct('image', transform_values({checked}, (k, v) -> v.value), "
+        f"'ok', coalesce(forall(map_values({checked}), x -> x.ok), true))"
+    )
+
+
+def cast_sql(value: str, spark_type: str) -> str:
+    """SQL expression: canonical text ``value`` as the typed value of ``spark_type`` (a literal
+    Spark type such as ``decimal(10,2)``); used by the applier."""
+    t = spark_type.lower()
+    if t == "binary":
+        return f"try_to_binary({value}, 'base64')"
+    if t == "string":
+        return value
+    return f"try_cast({value} as {spark_type})"
+
+
+def ms_to_timestamp_text_sql(ms: str) -> str:
+    """SQL expression: canonical timestamp text from milliseconds since epoch (UTC)."""
+    return f"date_format(timestamp_millis(cast({ms} as bigint)), '{TS_FORMAT}')"

@@ -1,0 +1,46 @@
+"""The one place where cdclake pins the versions of its engine.
+
+Spark, Delta Lake and Kafka must agree: delta-spark 4.0.x is built for Spark 4.0.x and Scala
+2.13; spark-sql-kafka-0-10 4.0.0 is built against kafka-clients 3.9.0. ``bin/setup`` reads these
+values (``python -m cdclake.versions --pip`` / ``--maven``) to install the Python packages and to
+fetch the JVM jars, so changing a version here changes it everywhere.
+
+Why 4.0.0 and not 4.0.1: the registry mirror this project builds from lacks
+``spark-token-provider-kafka-0-10_2.13:4.0.1``; 4.0.0 is the newest release whose jar set is whole.
+"""
+
+from __future__ import annotations
+
+import sys
+
+SPARK_VERSION = "4.0.0"
+DELTA_VERSION = "4.0.0"
+SCALA_BINARY = "2.13"
+KAFKA_VERSION = "3.9.0"  # kafka-clients used by spark-sql-kafka-0-10 4.0.0; also the test broker
+COMMONS_POOL2_VERSION = "2.12.0"
+
+
+def pip_pins() -> list[str]:
+    """Requirement strings for pip, e.g. ``["pyspark==4.0.0", "delta-spark==4.0.0"]``."""
+    return [f"pyspark=={SPARK_VERSION}", f"delta-spark=={DELTA_VERSION}"]
+
+
+def maven_properties() -> list[str]:
+    """``-Dname=value`` arguments for ``mvn`` matching the ``<properties>`` of ``jvm/pom.xml``."""
+    return [
+        f"-Dspark.version={SPARK_VERSION}",
+        f"-Ddelta.version={DELTA_VERSION}",
+        f"-Dscala.binary={SCALA_BINARY}",
+        f"-Dkafka.version={KAFKA_VERSION}",
+        f"-Dcommons.pool2.version={COMMONS_POOL2_VERSION}",
+    ]
+
+
+if __name__ == "__main__":  # used by bin/setup
+    if sys.argv[1:] == ["--pip"]:
+        print("\n".join(pip_pins()))
+    elif sys.argv[1:] == ["--maven"]:
+        print(" ".join(maven_properties()))
+    else:
+        print("usage: python -m cdclake.versions --pip | --maven", file=sys.stderr)
+        sys.exit(2)
