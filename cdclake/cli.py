@@ -1,0 +1,130 @@
+"""The ``cdclake`` command: arguments -> configuration -> pipeline. Nothing else lives here.
+
+    cdclake ingest --format FORMAT --input PATH [PATH ...] --target DIR [--primary-key T=C[,C]]...
+    cdclake formats
+
+Exit codes: 0 success (rejected records do not change it); 2 usage or environment error, with
+a one-line reason on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from cdclake.errors import CdclakeError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error message (``cdclake: error: ...``) and exit code 2."""
+
+    def error(self, message: str):  # noqa: D401
+        self.exit(2, f"cdclake: error: {message} (see cdclake {self.prog.split()[-1]} --help)\n")
+
+
+def _primary_keys(values: list[str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for v in values or []:
+        table, sep, cols = v.partition("=")
+        keys = [c.strip() for c in cols.split(",") if c.strip()]
+        if not sep or not table.strip() or not keys:
+            raise CdclakeError("BAD_OPTION", f"--primary-key {v!r} is not TABLE=COL[,COL...]")
+        out[table.strip()] = keys
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from cdclake import formats
+
+    p = _Parser(prog="cdclake", description="CDC messages into live Delta Lake tables, on Spark.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    ing = sub.add_parser("ingest", help="decode messages and apply them to Delta tables")
+    ing.add_argument("--format", required=True, help=f"one of: {', '.join(formats.names())}")
+    ing.add_argument("--input", nargs="+", metavar="PATH", help="files or folders of messages (one per line)")
+    ing.add_argument("--target", required=True, metavar="DIR", help="folder of the Delta tables")
+    ing.add_argument("--primary-key", action="append", default=[], metavar="TABLE=COL[,COL...]",
+                     help="key columns for a table whose messages carry none (repeatable)")
+    ing.add_argument("--canal-dts-inverted", action="store_true",
+                     help="canal-json from a DTS instance created before 2022-03-20 (old/data swapped)")
+    ing.add_argument("--kafka-bootstrap", metavar="HOST:PORT", help="read from Kafka instead of files")
+    ing.add_argument("--topic", action="append", default=[], help="Kafka topic (repeatable)")
+    ing.add_argument("--checkpoint", metavar="DIR", help="Kafka checkpoint folder")
+    ing.add_argument("--master", help="Spark master URL (default local[*])")
+    ing.add_argument("--quiet", action="store_true", help="print only the one-line totals")
+    sub.add_parser("formats", help="list the formats and what each carries")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "formats":
+            return _formats()
+        return _ingest(args)
+    except CdclakeError as e:
+        print(f"cdclake: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _formats() -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from cdclake import formats
+
+    t = Table(title="cdclake formats")
+    for col in ("format", "aliases", "key", "column types", "position", "transactions", "DDL", "heartbeats", "snapshot"):
+        t.add_column(col)
+    for d in formats.all_decoders():
+        c = d.capabilities
+        t.add_row(d.name, ", ".join(d.aliases), c.key, c.column_types, c.position, c.transactions,
+                  "yes" if c.ddl else "no", "yes" if c.heartbeats else "no", c.snapshot_marker)
+    Console().print(t)
+    return 0
+
+
+def _ingest(args) -> int:
+    from cdclake import formats
+    from cdclake.pipeline import IngestConfig, check_target, ingest
+    from cdclake.sources.files import resolve_inputs
+
+    if args.format != "auto":
+        formats.get(args.format)  # fail fast on an unknown name, before Spark starts
+    pks = _primary_keys(args.primary_key)
+    if args.kafka_bootstrap:
+        raise CdclakeError("NOT_IMPLEMENTED", "Kafka input is not implemented yet; use --input files")
+    if not args.input:
+        raise CdclakeError("BAD_OPTION", "give --input PATH [PATH ...] (or --kafka-bootstrap and --topic)")
+    resolve_inputs(args.input)
+    check_target(args.target)
+
+    from cdclake.spark import get_spark
+
+    spark = get_spark(master=args.master)
+    config = IngestConfig(args.format, args.input, args.target, pks, args.canal_dts_inverted)
+    summary = ingest(spark, config)
+    _print_summary(summary, args.quiet)
+    return 0
+
+
+def _print_summary(s, quiet: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if not quiet:
+        t = Table(title=f"cdclake ingest ({s.format})")
+        for col in ("table", "inserts", "updates", "deletes", "truncated", "rows now", "schema changes"):
+            t.add_column(col, justify="right" if col not in ("table", "schema changes") else "left")
+        for r in s.tables:
+            t.add_row(r.table, str(r.inserted), str(r.updated), str(r.deleted), str(r.truncated), str(r.rows_now),
+                      "; ".join(r.schema_changes))
+        console.print(t)
+        if s.reject_codes:
+            console.print("rejects by code: " + ", ".join(f"{k}={v}" for k, v in sorted(s.reject_codes.items())))
+    print(f"records in: {s.records_in}  decoded: {s.decoded}  rejected: {s.rejected}  events: {s.events}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""Shared test fixtures: one SparkSession for the whole suite, and access to the real messages
+in ``../shared/fixtures`` (origins in ``shared/fixtures/SOURCES.md``)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+#: shared/ sits beside the repository (``../shared``) on developer machines and in CI
+SHARED = Path(os.environ.get("CDCLAKE_SHARED", REPO.parent / "shared"))
+FIXTURES = SHARED / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from cdclake.spark import get_spark
+
+    s = get_spark(master="local[2]", app_name="cdclake-tests", conf={"spark.sql.shuffle.partitions": "2"})
+    yield s
+
+
+def fixture_path(rel: str) -> Path:
+    """Absolute path of a file under shared/fixtures; skips the test if shared/ is absent."""
+    p = FIXTURES / rel
+    if not p.exists():
+        pytest.skip(f"fixture {rel} not found under {FIXTURES}")
+    return p
+
+
+_LICENSE = re.compile(r"^\s*/\*.*?\*/\s*", re.S)
+
+
+def fixture_lines(rel: str, tmp_path: Path) -> Path:
+    """Copy a JSON-lines fixture to ``tmp_path`` without the Apache licence comment block that
+    Paimon's test files start with (``/* ... */``); returns the copy's path. Message lines are
+    kept byte for byte."""
+    src = fixture_path(rel)
+    text = src.read_text(encoding="utf-8")
+    text = _LICENSE.sub("", text, count=1)
+    out = tmp_path / src.name
+    out.write_text(text, encoding="utf-8")
+    return out
+
+
+def decode_file(spark, fmt: str, path: Path, **options):
+    """Decode one JSON-lines file with the named format; returns (decoded DataFrame, list of
+    event dicts in input order, list of reject rows)."""
+    from pyspark.sql import functions as F
+
+    from cdclake import formats
+    from cdclake.formats.base import DecodeOptions
+    from cdclake.sources.files import read_lines
+
+    raw = read_lines(spark, [str(path)])
+    decoded = formats.get(fmt).decode(raw, DecodeOptions(**options))
+    rows = decoded.orderBy("source_record.line").collect()
+    events = [e.asDict(recursive=True) for r in rows for e in (r.events or [])]
+    rejects = [r for r in rows if r.error_code is not None]
+    return decoded, events, rejects
