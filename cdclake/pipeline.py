@@ -157,18 +157,29 @@ def ingest_batch(
             .persist(StorageLevel.MEMORY_AND_DISK)
         )
         try:
-            audit.write_changelog(spark, events, target)
-            for plan in plan_tables(events, options.primary_keys):
-                path = table_path(target, plan.name)
-                if plan.columns:
-                    result = apply_table(spark, events, plan, path)
-                    summary.tables.append(result)
-                    audit.record_schema_change(spark, target, plan.name, path, result.schema_changes, plan.ddl)
-                else:
-                    audit.record_schema_change(spark, target, plan.name, path, [], plan.ddl)
-            audit.update_progress(spark, events, target)
+            summary.tables.extend(apply_events(spark, events, target, options.primary_keys))
         finally:
             events.unpersist()
     finally:
         decoded.unpersist()
     return summary
+
+
+def apply_events(
+    spark: SparkSession, events: DataFrame, target: str, primary_keys: dict[str, list[str]] | None = None
+) -> list[ApplyResult]:
+    """Apply canonical events (EVENT_SCHEMA rows, any format) to the tables under ``target``:
+    changelog first, then one MERGE per table, schema history, progress. ``events`` should be
+    persisted by the caller: it is read once per table."""
+    results: list[ApplyResult] = []
+    audit.write_changelog(spark, events, target)
+    for plan in plan_tables(events, primary_keys):
+        path = table_path(target, plan.name)
+        if plan.columns:
+            result = apply_table(spark, events, plan, path)
+            results.append(result)
+            audit.record_schema_change(spark, target, plan.name, path, result.schema_changes, plan.ddl)
+        else:
+            audit.record_schema_change(spark, target, plan.name, path, [], plan.ddl)
+    audit.update_progress(spark, events, target)
+    return results

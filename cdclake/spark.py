@@ -77,7 +77,10 @@ def get_spark(master: str | None = None, app_name: str = "cdclake", conf: dict |
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", os.environ.get("CDCLAKE_SHUFFLE_PARTITIONS", "8"))
-        .config("spark.databricks.delta.snapshotPartitions", "2")
+        .config("spark.databricks.delta.snapshotPartitions", "1")
+        # MERGE sources are projections of a persisted batch of events, deterministic when
+        # recomputed, so Delta need not materialise them a second time (halves MERGE time).
+        .config("spark.databricks.delta.merge.materializeSource", "none")
         .config("spark.databricks.delta.schema.autoMerge.enabled", "false")
         .config("spark.sql.ansi.enabled", "false")
         .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=WARN")

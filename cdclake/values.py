@@ -38,8 +38,9 @@ def mysql_to_spark_sql(type_text: str) -> str:
       when {base} in ('tinyint','smallint','mediumint') then 'int'
       when {base} in ('int','integer') then (case when {unsigned} then 'bigint' else 'int' end)
       when {base} = 'bigint' then (case when {unsigned} then 'decimal(20,0)' else 'bigint' end)
+      when {base} = 'serial' then 'decimal(20,0)'
       when {base} in ('decimal','numeric','dec','fixed') then
-        (case when {p} is null then 'decimal(10,0)'
+        (case when {p} is null then 'decimal(38,10)'
               when {p} > 38 then 'string'
               else concat('decimal(', {p}, ',', {s}, ')') end)
       when {base} = 'float' then 'float'

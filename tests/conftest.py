@@ -31,7 +31,7 @@ def fixture_path(rel: str) -> Path:
     return p
 
 
-_LICENSE = re.compile(r"^\s*/\*.*?\*/\s*", re.S)
+_LICENSE = re.compile(r"^\s*/\*.*?\*/[^\S\n]*\n(?:[^\S\n]*\n)*", re.S)
 
 
 def fixture_lines(rel: str, tmp_path: Path) -> Path:

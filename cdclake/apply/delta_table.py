@@ -185,7 +185,10 @@ def apply_table(spark: SparkSession, events: DataFrame, plan: TablePlan, path: s
         "_cdc_event_time_ms": "s._etime",
     }
     if plan.partial:
-        update = {q(n): f"CASE WHEN s._p{alias[n]} THEN s.{alias[n]} ELSE t.{q(n)} END" for n in names}
+        update = {
+            q(n): f"s.{alias[n]}" if n in key else f"CASE WHEN s._p{alias[n]} THEN s.{alias[n]} ELSE t.{q(n)} END"
+            for n in names
+        }
     else:
         update = {q(n): f"s.{alias[n]}" for n in names}
     update.update({q(k): v for k, v in meta.items()})

@@ -39,6 +39,7 @@ def parse_json(raw: DataFrame, schema_ddl: str, alias: str = "j") -> DataFrame:
     is_object = F.expr("ltrim(text) like '{%'")
     code = (
         F.when(F.col("value").isNull(), F.lit(None))
+        .when(F.trim(F.col("text")) == "", F.lit(RejectCode.MALFORMED_JSON.value))
         .when(~corrupt, F.lit(None))
         .when(~valid_json, F.lit(RejectCode.MALFORMED_JSON.value))
         .when(~is_object, F.lit(RejectCode.NOT_AN_OBJECT.value))

@@ -1,0 +1,6 @@
+"""``dataworks-json`` (alias ``datahub-blob``): DataWorks "sync all to Kafka" JSON, and the same
+JSON stored as UTF-8 bytes in DataHub BLOB topics."""
+
+from cdclake.formats.dataworks_json.decoder import DataWorksJsonDecoder
+
+__all__ = ["DataWorksJsonDecoder"]
