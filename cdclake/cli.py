@@ -15,6 +15,15 @@ import sys
 from cdclake.errors import CdclakeError
 
 
+def _console():
+    """A rich console; when stdout is not a terminal (logs, pipes, CI) lines are not cut at 80
+    columns, so table names stay whole and greppable."""
+    from rich.console import Console
+
+    c = Console()
+    return c if c.is_terminal else Console(width=200)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with a one-line error message (``cdclake: error: ...``) and exit code 2."""
 
@@ -68,7 +77,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _formats() -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from cdclake import formats
@@ -80,7 +88,7 @@ def _formats() -> int:
         c = d.capabilities
         t.add_row(d.name, ", ".join(d.aliases), c.key, c.column_types, c.position, c.transactions,
                   "yes" if c.ddl else "no", "yes" if c.heartbeats else "no", c.snapshot_marker)
-    Console().print(t)
+    _console().print(t)
     return 0
 
 
@@ -109,17 +117,19 @@ def _ingest(args) -> int:
 
 
 def _print_summary(s, quiet: bool) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = _console()
     if not quiet:
         t = Table(title=f"cdclake ingest ({s.format})")
-        for col in ("table", "inserts", "updates", "deletes", "truncated", "rows now", "schema changes"):
-            t.add_column(col, justify="right" if col not in ("table", "schema changes") else "left")
+        t.add_column("table", overflow="fold")
+        for col in ("inserts", "updates", "deletes", "truncated", "rows now"):
+            t.add_column(col, justify="right")
+        t.add_column("schema", overflow="fold")
         for r in s.tables:
-            t.add_row(r.table, str(r.inserted), str(r.updated), str(r.deleted), str(r.truncated), str(r.rows_now),
-                      "; ".join(r.schema_changes))
+            # the full text of each change is in _cdclake/schema_history
+            schema = ", ".join(c.split(" (")[0] for c in r.schema_changes)
+            t.add_row(r.table, str(r.inserted), str(r.updated), str(r.deleted), str(r.truncated), str(r.rows_now), schema)
         console.print(t)
         if s.reject_codes:
             console.print("rejects by code: " + ", ".join(f"{k}={v}" for k, v in sorted(s.reject_codes.items())))

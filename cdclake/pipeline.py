@@ -24,6 +24,7 @@ from cdclake.apply.delta_table import ApplyResult, apply_table
 from cdclake.apply.plan import plan_tables
 from cdclake.errors import CdclakeError
 from cdclake.formats.base import Decoder, DecodeOptions
+from cdclake.normalize import pair_update_halves
 from cdclake.sources.files import read_lines, resolve_inputs
 
 
@@ -173,6 +174,7 @@ def apply_events(
     persisted by the caller: it is read once per table."""
     results: list[ApplyResult] = []
     audit.write_changelog(spark, events, target)
+    events = pair_update_halves(events)
     for plan in plan_tables(events, primary_keys):
         path = table_path(target, plan.name)
         if plan.columns:

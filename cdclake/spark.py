@@ -67,8 +67,11 @@ def get_spark(master: str | None = None, app_name: str = "cdclake", conf: dict |
             f"pyspark {pyspark.__version__} is installed but cdclake pins {SPARK_VERSION} "
             f"(Delta {DELTA_VERSION}): run bin/setup",
         )
+    master = master or os.environ.get("CDCLAKE_SPARK_MASTER", "local[*]")
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the embedded default stays on loopback
     builder = (
-        SparkSession.builder.master(master or os.environ.get("CDCLAKE_SPARK_MASTER", "local[*]"))
+        SparkSession.builder.master(master)
         .appName(app_name)
         .config("spark.jars", ",".join(spark_jars()))
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")

@@ -130,6 +130,9 @@ def apply_table(spark: SparkSession, events: DataFrame, plan: TablePlan, path: s
 
     ev = events.where(
         (F.col("kind") == "data")
+        # a change without the image it needs has nothing to apply (decoders reject such
+        # records; an unpaired before half of a split update ends here)
+        & ((F.col("op") == "t") | F.when(F.col("op") == "d", F.col("before").isNotNull()).otherwise(F.col("after").isNotNull()))
         & F.col("database").eqNullSafe(F.lit(plan.database))
         & F.col("schema").eqNullSafe(F.lit(plan.schema))
         & (F.col("table") == F.lit(plan.table))

@@ -25,7 +25,7 @@ Mapping to the canonical event (one input record -> zero or one event):
 * ``op`` is case-sensitive. ``INSERT`` -> ``c`` (after image); ``DELETE`` -> ``d`` (before
   image); ``UPDATE_AFTER`` -> ``u`` with the after image and, when the record carries one (the
   "one Kafka record per update" mode), the before image, else before = null;
-  ``UPDATE_BEFOR`` (sic) -> **no event** (see below); ``TRUNCATE`` -> data event ``t`` (no
+  ``UPDATE_BEFOR`` (sic) -> ``u`` with the before image only (see below); ``TRUNCATE`` -> data event ``t`` (no
   image; ``ddl`` = ``payload.ddl.text`` when given); ``CREATE``, ``ALTER``, ``ERASE``, ``QUERY``,
   ``RENAME``, ``CINDEX``, ``DINDEX`` -> ``ddl`` with ``payload.ddl.text`` (``ddlMeta`` is a
   serialised Java ``SQLStatement``: ignored); ``TRANSACTION_BEGIN`` / ``TRANSACTION_END`` ->
@@ -33,15 +33,12 @@ Mapping to the canonical event (one input record -> zero or one event):
   ``MHEARTBEAT`` -> ``heartbeat`` (no table; only ``timestamp`` is set); ``GTID``,
   ``XACOMMIT``, ``XAROLLBACK`` carry nothing to apply and decode to no event (not an error);
   any other value (``insert``, ``UPDATE``, ...) is rejected with ``UNKNOWN_OP``.
-* Split updates (option (b) of the design): without "one record per update" DataWorks writes an
-  update as ``UPDATE_BEFOR`` (before image only) followed by ``UPDATE_AFTER`` (after image only),
-  both with the same ``sequenceId``. The after half carries the *whole* new row (every sample in
-  seeds 002 and 000 lists all columns, key included), and the key of a row is in the after image,
-  so the after half alone is a complete update: it decodes to ``u`` with before = null, and the
-  ``UPDATE_BEFOR`` half decodes to no event. Consequence: the changelog has no before image for
-  updates of the split mode (a key change is seen as an upsert of the new key; the old key's row
-  stays, as it would for any format without before images). ``UPDATE_BEFOR`` records are still
-  checked like every data record (table, sequenceId, before image, values) and rejected when bad.
+* Split updates: without "one record per update" DataWorks writes an update as
+  ``UPDATE_BEFOR`` (before image only) followed by ``UPDATE_AFTER`` (after image only), both
+  with the same ``sequenceId``. Each half decodes to a ``u`` event carrying its one image; the
+  applier pairs halves of one table with equal positions into one update
+  (:func:`cdclake.normalize.pair_update_halves`), so a key change removes the old key's row.
+  ``UPDATE_BEFORE`` (Apache Paimon's spelling) is read like ``UPDATE_BEFOR``.
 * Table: ``database`` = ``source.dbName``, ``schema`` = ``source.schemaName`` (null when
   absent or empty), ``table`` = ``source.tableName``. Heartbeats have none; transaction markers
   keep the database when the message names one, never a table.
@@ -94,9 +91,12 @@ SCHEMA = (
     "version string"
 )
 
-DATA_OPS = {"INSERT": "c", "UPDATE_AFTER": "u", "DELETE": "d"}
-#: data records that decode to no event (the before half of a split update)
-DROPPED_DATA_OPS = ("UPDATE_BEFOR",)
+#: ``UPDATE_BEFORE`` is how Apache Paimon's DataWorks parser spells the before half; the seeds
+#: spell it ``UPDATE_BEFOR``. Both are accepted.
+DATA_OPS = {"INSERT": "c", "UPDATE_AFTER": "u", "DELETE": "d", "UPDATE_BEFOR": "u", "UPDATE_BEFORE": "u"}
+BEFORE_HALVES = ("UPDATE_BEFOR", "UPDATE_BEFORE")
+#: data records that decode to no event
+DROPPED_DATA_OPS: tuple[str, ...] = ()
 DDL_OPS = ("CREATE", "ALTER", "ERASE", "QUERY", "RENAME", "CINDEX", "DINDEX")
 TX_OPS = {"TRANSACTION_BEGIN": "tx_begin", "TRANSACTION_END": "tx_end"}
 SKIP_OPS = ("GTID", "XACOMMIT", "XAROLLBACK")
@@ -178,7 +178,7 @@ class DataWorksJsonDecoder(Decoder):
                   transform(array_distinct(transform(cols, c -> c.name)),
                             n -> {dataworks_to_spark_sql('element_at(filter(cols, c -> c.name = n), 1).type')})) as types""",
             # which images each op uses
-            f"case when {_in('op', ('UPDATE_AFTER', 'DELETE', 'UPDATE_BEFOR'))} then j.payload.before.dataColumn end as before_raw",
+            f"case when {_in('op', ('UPDATE_AFTER', 'DELETE', *BEFORE_HALVES))} then j.payload.before.dataColumn end as before_raw",
             f"case when {_in('op', ('INSERT', 'UPDATE_AFTER'))} then j.payload.after.dataColumn end as after_raw",
         )
         df = df.selectExpr(
@@ -269,7 +269,7 @@ class DataWorksJsonDecoder(Decoder):
                 F.concat(F.col("op"), F.lit(" without payload.after.dataColumn")),
             ),
             (
-                F.expr("op in ('DELETE', 'UPDATE_BEFOR') and coalesce(size(before_raw), 0) <= 0"),
+                F.expr(f"{_in('op', ('DELETE', *BEFORE_HALVES))} and coalesce(size(before_raw), 0) <= 0"),
                 RejectCode.MISSING_IMAGE.value,
                 F.concat(F.col("op"), F.lit(" without payload.before.dataColumn")),
             ),

@@ -316,10 +316,13 @@ def test_seed002_insert_without_primary_key_uses_row_id(seeds):
     assert e["event_time_ms"] == 1620457896000
 
 
-def test_seed002_split_update_before_half_decodes_to_no_event(seeds):
-    assert seeds[2]["error_code"] is None
-    assert seeds[2]["events"] == []
+def test_seed002_split_update_halves_decode_to_one_sided_updates(seeds):
+    # the before half: op u, before image only (paired with the after half by the applier)
+    b = one(seeds[2])
+    assert (b["kind"], b["op"], b["after"]) == ("data", "u", None)
+    assert b["before"]["#alibaba_rds_row_id#"] == "15"
     e = one(seeds[3])
+    assert b["position"] == e["position"]
     assert (e["kind"], e["op"], e["primary_key"]) == ("data", "u", ["#alibaba_rds_row_id#"])
     assert e["before"] is None
     assert e["after"] == {"name": "name11", "job": "job11", "sex": "woman", "#alibaba_rds_row_id#": "15"}
@@ -349,7 +352,8 @@ def test_seed_heartbeats(seeds):
 
 
 def test_seed000_split_update_with_primary_key(seeds):
-    assert (seeds[7]["error_code"], seeds[7]["events"]) == (None, [])
+    b = one(seeds[7])
+    assert (seeds[7]["error_code"], b["op"], b["after"]) == (None, "u", None)
     e = one(seeds[8])
     assert (e["op"], e["database"], e["table"], e["primary_key"]) == ("u", "yunshi_db", "t_shiyu_pk", ["id", "name"])
     assert (e["before"], e["after"]) == (None, {"name": "joe", "comment": "com1", "id": "1"})
