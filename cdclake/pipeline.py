@@ -92,6 +92,11 @@ def table_path(target: str, name: str) -> str:
     return str(Path(target) / name)
 
 
+def tombstone_path(target: str, name: str) -> str:
+    """Where the applier remembers the deletes and truncates of table ``name``."""
+    return str(Path(target) / audit.TOMBSTONES / name)
+
+
 def ingest(spark: SparkSession, config: IngestConfig) -> IngestSummary:
     """Ingest files of messages into Delta tables under ``config.target``.
 
@@ -178,7 +183,7 @@ def apply_events(
     for plan in plan_tables(events, primary_keys):
         path = table_path(target, plan.name)
         if plan.columns:
-            result = apply_table(spark, events, plan, path)
+            result = apply_table(spark, events, plan, path, tombstone_path(target, plan.name))
             results.append(result)
             audit.record_schema_change(spark, target, plan.name, path, result.schema_changes, plan.ddl)
         else:

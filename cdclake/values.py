@@ -21,6 +21,15 @@ _FLOAT_RE = r"^\\s*([+-]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][+-]?[0-9]+)?|NaN|[+-]
 _INTEGRAL = "('tinyint','smallint','int','bigint')"
 
 
+def let(bindings: dict[str, str], body: str) -> str:
+    """SQL expression: ``body`` evaluated with each name of ``bindings`` bound once to its
+    expression (``x.<name>`` in ``body``). Spark does not eliminate common subexpressions
+    inside lambda functions, so an expression used many times in a CASE over image entries is
+    computed once this way."""
+    fields = ", ".join(f"'{k}', {v}" for k, v in bindings.items())
+    return f"element_at(transform(array(named_struct({fields})), x -> {body}), 1)"
+
+
 def mysql_to_spark_sql(type_text: str) -> str:
     """SQL expression: the Spark type (as text) for a MySQL column type given as text.
 
@@ -28,13 +37,18 @@ def mysql_to_spark_sql(type_text: str) -> str:
     ``VARCHAR(255)``, ``datetime(3)``. Result examples: ``int``, ``bigint``, ``decimal(20,0)``,
     ``decimal(10,2)``, ``float``, ``double``, ``boolean``, ``date``, ``timestamp``, ``binary``,
     ``string``. Unknown types map to ``string`` (the value is kept as text, never lost).
+    A ``decimal`` without precision (DTS writes ``decimal`` bare: seed 001, "mysqlType ...
+    precision is not supported") maps to ``decimal(38,10)``.
     """
     t = f"lower(trim({type_text}))"
-    base = f"regexp_extract({t}, '^([a-z ]+?)\\\\s*(\\\\(|unsigned|zerofill|$)', 1)"
-    unsigned = f"({t} like '%unsigned%')"
-    p = f"try_cast(regexp_extract({t}, '\\\\(\\\\s*([0-9]+)', 1) as int)"
-    s = f"coalesce(try_cast(regexp_extract({t}, '\\\\(\\\\s*[0-9]+\\\\s*,\\\\s*([0-9]+)', 1) as int), 0)"
-    return f"""(case
+    bind = {
+        "t": t,
+        "base": f"regexp_extract({t}, '^([a-z ]+?)\\\\s*(\\\\(|unsigned|zerofill|$)', 1)",
+        "p": f"try_cast(regexp_extract({t}, '\\\\(\\\\s*([0-9]+)', 1) as int)",
+        "s": f"coalesce(try_cast(regexp_extract({t}, '\\\\(\\\\s*[0-9]+\\\\s*,\\\\s*([0-9]+)', 1) as int), 0)",
+    }
+    base, p, s, unsigned = "x.base", "x.p", "x.s", "(x.t like '%unsigned%')"
+    body = f"""(case
       when {base} in ('tinyint','smallint','mediumint') then 'int'
       when {base} in ('int','integer') then (case when {unsigned} then 'bigint' else 'int' end)
       when {base} = 'bigint' then (case when {unsigned} then 'decimal(20,0)' else 'bigint' end)
@@ -52,6 +66,7 @@ def mysql_to_spark_sql(type_text: str) -> str:
       when {base} in ('datetime','timestamp') then 'timestamp'
       when {base} in ('binary','varbinary','tinyblob','blob','mediumblob','longblob') then 'binary'
       else 'string' end)"""
+    return let(bind, body)
 
 
 def jdbc_to_spark_sql(code: str) -> str:
@@ -80,7 +95,7 @@ def normalize_sql(value: str, spark_type: str, binary_input: str = "base64") -> 
     bytes: ``base64`` (Debezium, DataWorks) or ``latin1`` (Canal writes each byte as one
     ISO-8859-1 character). MySQL's zero dates (``0000-00-00``) read as NULL, as Debezium does.
     """
-    v, t = value, f"lower({spark_type})"
+    v, t = "x.v", "x.t"
     zero_date = f"({v} like '0000-00-00%')"
     if binary_input == "latin1":
         binary = f"base64(encode({v}, 'ISO-8859-1'))"
@@ -91,6 +106,7 @@ def normalize_sql(value: str, spark_type: str, binary_input: str = "base64") -> 
     ts = f"coalesce(try_to_timestamp({v}), try_cast({v} as timestamp))"
     canon = f"""(case
       when {v} is null then null
+      when {t} = 'string' then {v}
       when {t} in {_INTEGRAL} then cast(try_cast(trim({v}) as bigint) as string)
       when {t} like 'decimal%' then trim({v})
       when {t} in ('float','double') then trim({v})
@@ -103,7 +119,7 @@ def normalize_sql(value: str, spark_type: str, binary_input: str = "base64") -> 
       when {t} = 'binary' then {binary}
       else {v} end)"""
     ok = f"""(case
-      when {v} is null then true
+      when {v} is null or {t} = 'string' then true
       when {t} in {_INTEGRAL} then try_cast(trim({v}) as bigint) is not null
       when {t} like 'decimal%' then {v} rlike '{_NUMERIC_RE}'
       when {t} in ('float','double') then {v} rlike '{_FLOAT_RE}'
@@ -112,7 +128,7 @@ def normalize_sql(value: str, spark_type: str, binary_input: str = "base64") -> 
       when {t} = 'timestamp' then {zero_date} or {ts} is not null
       when {t} = 'binary' then {binary_ok}
       else true end)"""
-    return f"named_struct('value', {canon}, 'ok', {ok})"
+    return let({"v": value, "t": f"lower({spark_type})"}, f"named_struct('value', {canon}, 'ok', {ok})")
 
 
 def normalize_image_sql(image: str, types: str, binary_input: str = "base64") -> str:

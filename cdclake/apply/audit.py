@@ -12,6 +12,9 @@ All are Delta tables under ``<target>/_cdclake/``:
   (the table version after the change), ``schema`` (Spark DDL of the source columns),
   ``change`` (what changed), ``ddl`` (the source DDL text of the batch, if any), ``position``
   (position.text of that DDL), ``recorded_at_ms``.
+* ``tombstones/<table>``: per target table, the position of the delete of every deleted key
+  (``key`` is the key's values as JSON) and of the last truncate, so that an older change
+  arriving in a later batch cannot bring a row back. Grows with deletes; nothing prunes it yet.
 * ``progress``: per source (``file`` path, or ``topic:partition``) and per table (``table``
   null for the source as a whole): ``last_position`` / ``last_position_text`` (greatest
   applied), ``last_event_time_ms``, ``last_heartbeat_ms``, ``lag_ms`` (``updated_at_ms`` minus
@@ -32,6 +35,8 @@ CHANGELOG = "_cdclake/changelog"
 REJECTS = "_cdclake/rejects"
 SCHEMA_HISTORY = "_cdclake/schema_history"
 PROGRESS = "_cdclake/progress"
+#: per target table: positions of deleted keys and of the last truncate (see apply/delta_table.py)
+TOMBSTONES = "_cdclake/tombstones"
 
 
 def now_ms() -> int:

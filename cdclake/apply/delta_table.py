@@ -116,11 +116,16 @@ def _source_columns(spark: SparkSession, path: str) -> dict[str, str]:
     return {f.name: f.dataType.simpleString() for f in schema.fields if f.name not in META_COLUMNS}
 
 
-def apply_table(spark: SparkSession, events: DataFrame, plan: TablePlan, path: str) -> ApplyResult:
+def apply_table(
+    spark: SparkSession, events: DataFrame, plan: TablePlan, path: str, tombstone_path: str | None = None
+) -> ApplyResult:
     """MERGE the batch's data events for ``plan``'s table into the Delta table at ``path``.
 
     ``events``: EVENT_SCHEMA rows of the whole batch (filtered here to this table's ``data``
-    events). Returns the Delta operation metrics as an :class:`ApplyResult`.
+    events). ``tombstone_path``: a Delta table remembering, per deleted key, the position of
+    its delete (and the position of the last truncate), so that a change older than a delete
+    or truncate applied in an *earlier* batch cannot bring the row back; None disables it.
+    Returns the Delta operation metrics as an :class:`ApplyResult`.
     """
     result = ApplyResult(plan.name)
     columns, result.schema_changes = ensure_table(spark, path, plan)
@@ -140,7 +145,7 @@ def apply_table(spark: SparkSession, events: DataFrame, plan: TablePlan, path: s
 
     target = DeltaTable.forPath(spark, path)
     if plan.counts.get("t"):
-        result.truncated = _truncate(spark, ev, target, path)
+        result.truncated = _truncate(spark, ev, target, path, tombstone_path)
         trunc = ev.where(F.col("op") == "t").agg(F.max(F.struct("_rank", F.col("position.order").alias("p"))).alias("m"))
         ev = ev.crossJoin(trunc).where((F.col("op") != "t") & (F.struct("_rank", F.col("position.order").alias("p")) > F.col("m"))).drop("m")
     else:
@@ -178,6 +183,10 @@ def apply_table(spark: SparkSession, events: DataFrame, plan: TablePlan, path: s
     else:
         payload = [c for c in rows.columns if c not in keys]
         src = rows.groupBy(*keys).agg(F.max_by(F.struct(*payload), "_ord").alias("w")).select(*keys, "w.*")
+    src = src.withColumn("_key_json", F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in key])))
+    if tombstone_path and DeltaTable.isDeltaTable(spark, tombstone_path):
+        src = _drop_older_than_tombstones(spark, src, tombstone_path)
+    src = src.persist()
 
     cond = " AND ".join(f"t.{q(k)} <=> s.{alias[k]}" for k in key)
     wins = "(struct(s._ord._rank, s._ord.pos) > struct(CASE WHEN t._cdc_op = 'r' THEN 0 ELSE 1 END, t._cdc_position))"
@@ -209,8 +218,57 @@ def apply_table(spark: SparkSession, events: DataFrame, plan: TablePlan, path: s
     result.inserted = int(metrics.get("numTargetRowsInserted", 0))
     result.updated = int(metrics.get("numTargetRowsUpdated", 0))
     result.deleted = int(metrics.get("numTargetRowsDeleted", 0))
+    if tombstone_path:
+        _remember_deletes(spark, src, tombstone_path)
+    src.unpersist()
     result.rows_now = spark.read.format("delta").load(path).count()
     return result
+
+
+TRUNCATE_KEY = "\u0000truncate"  # the tombstone row that holds the last truncate's position
+_TOMBSTONE_SCHEMA = "key string, position array<decimal(38,0)>, position_text string"
+
+
+def _drop_older_than_tombstones(spark: SparkSession, src: DataFrame, tombstone_path: str) -> DataFrame:
+    """Drop the batch's winners that are older than a delete (same key) or truncate remembered
+    from earlier batches."""
+    tomb = spark.read.format("delta").load(tombstone_path)
+    trunc = tomb.where(F.col("key") == TRUNCATE_KEY).agg(F.max("position").alias("_trunc_pos"))
+    keyed = tomb.where(F.col("key") != TRUNCATE_KEY).select(F.col("key").alias("_key_json"), F.col("position").alias("_tomb_pos"))
+    newer = F.struct(F.col("_ord._rank"), F.col("_ord.pos"))
+    return (
+        src.join(keyed, "_key_json", "left")
+        .crossJoin(trunc)
+        .where(
+            (F.col("_tomb_pos").isNull() | (newer > F.struct(F.lit(1), F.col("_tomb_pos"))))
+            & (F.col("_trunc_pos").isNull() | (newer > F.struct(F.lit(1), F.col("_trunc_pos"))))
+        )
+        .drop("_tomb_pos", "_trunc_pos")
+    )
+
+
+def _remember(spark: SparkSession, rows: DataFrame, tombstone_path: str) -> None:
+    """Upsert ``rows`` (key, position, position_text) into the tombstone table, keeping the
+    greatest position per key."""
+    if not DeltaTable.isDeltaTable(spark, tombstone_path):
+        DeltaTable.createIfNotExists(spark).location(tombstone_path).addColumns(
+            spark.createDataFrame([], _TOMBSTONE_SCHEMA).schema
+        ).execute()
+    (
+        DeltaTable.forPath(spark, tombstone_path)
+        .alias("t")
+        .merge(rows.alias("s"), "t.key = s.key")
+        .whenMatchedUpdateAll(condition="s.position > t.position")
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+
+
+def _remember_deletes(spark: SparkSession, src: DataFrame, tombstone_path: str) -> None:
+    deletes = src.where(F.col("_op") == "d").select(
+        F.col("_key_json").alias("key"), F.col("_ord.pos").alias("position"), F.col("_pos_text").alias("position_text")
+    )
+    _remember(spark, deletes, tombstone_path)
 
 
 def _fold_partial(rows: DataFrame, keys: list[str], names: list[str], alias: dict[str, str]) -> DataFrame:
@@ -236,12 +294,16 @@ def _fold_partial(rows: DataFrame, keys: list[str], names: list[str], alias: dic
     return seg.groupBy(*keys).agg(*aggs)
 
 
-def _truncate(spark: SparkSession, ev: DataFrame, target: DeltaTable, path: str) -> int:
-    """Delete the rows older than the batch's latest truncate; returns how many were deleted."""
-    last = ev.where(F.col("op") == "t").agg(F.max(F.col("position.order")).alias("p")).first()["p"]
-    order = "array(" + ", ".join(f"cast({v} as decimal(38,0))" for v in last) + ")"
+def _truncate(spark: SparkSession, ev: DataFrame, target: DeltaTable, path: str, tombstone_path: str | None) -> int:
+    """Delete the rows older than the batch's latest truncate (and remember its position);
+    returns how many rows were deleted."""
+    last = ev.where(F.col("op") == "t").agg(F.max(F.col("position")).alias("p")).first()["p"]
+    order = "array(" + ", ".join(f"cast({v} as decimal(38,0))" for v in last["order"]) + ")"
     target.delete(f"struct(CASE WHEN _cdc_op = 'r' THEN 0 ELSE 1 END, _cdc_position) < struct(1, {order})")
     metrics = target.history(1).select("operationMetrics").first()[0] or {}
+    if tombstone_path:
+        row = spark.createDataFrame([(TRUNCATE_KEY, list(last["order"]), last["text"])], _TOMBSTONE_SCHEMA)
+        _remember(spark, row, tombstone_path)
     return int(metrics.get("numDeletedRows", 0))
 
 

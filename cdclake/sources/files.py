@@ -61,13 +61,15 @@ def read_lines(spark: SparkSession, paths: list[str]) -> DataFrame:
             F.monotonically_increasing_id().alias("mid"),
         )
     )
-    # Row ids are consecutive inside one split: index in split = mid - min(mid) of the split.
-    split = Window.partitionBy("file", "block")
-    with_idx = text.withColumn("idx", F.col("mid") - F.min("mid").over(split))
-    counts = with_idx.groupBy("file", "block").agg(F.count(F.lit(1)).alias("n"))
+    # Row ids are consecutive inside one split: line = first line of the split + (mid - the
+    # split's smallest mid). Only the small per-split table is aggregated and broadcast; the
+    # lines themselves are never shuffled.
+    splits = text.groupBy("file", "block").agg(F.min("mid").alias("min_mid"), F.count(F.lit(1)).alias("n"))
     before = Window.partitionBy("file").orderBy("block").rowsBetween(Window.unboundedPreceding, -1)
-    offsets = counts.withColumn("first_line", F.coalesce(F.sum("n").over(before), F.lit(0)) + 1)
-    lines = with_idx.join(F.broadcast(offsets.select("file", "block", "first_line")), ["file", "block"])
+    splits = splits.withColumn("first_line", F.coalesce(F.sum("n").over(before), F.lit(0)) + 1)
+    lines = text.join(F.broadcast(splits.select("file", "block", "min_mid", "first_line")), ["file", "block"]).withColumn(
+        "idx", F.col("mid") - F.col("min_mid")
+    )
     raw = lines.where(F.trim(F.col("text")) != "").select(
         F.lit(None).cast("binary").alias("key"),
         F.encode(F.col("text"), "UTF-8").alias("value"),
