@@ -25,7 +25,7 @@ from cdclake.apply.plan import plan_tables
 from cdclake.errors import CdclakeError
 from cdclake.formats.base import Decoder, DecodeOptions
 from cdclake.normalize import pair_update_halves
-from cdclake.sources.files import read_lines, resolve_inputs
+from cdclake.sources.files import resolve_inputs
 
 
 @dataclass
@@ -106,7 +106,7 @@ def ingest(spark: SparkSession, config: IngestConfig) -> IngestSummary:
     files = resolve_inputs(config.inputs)
     decoder = formats.get(config.format) if config.format != "auto" else detect_format(files)
     target = check_target(config.target)
-    raw = read_lines(spark, files)
+    raw = decoder.read_files(spark, files)
     options = DecodeOptions(primary_keys=config.primary_keys, canal_dts_inverted=config.canal_dts_inverted)
     return ingest_batch(spark, raw, decoder, options, target)
 
@@ -120,6 +120,11 @@ def detect_format(files: list[str], sample_size: int = 20) -> Decoder:
     sample: list[bytes] = []
     for f in files:
         with open(f, "rb") as fh:
+            head = fh.read(4)
+            fh.seek(0)
+            if head == b"Obj\x01":  # an Avro object container file: its header is the sample
+                sample.append(fh.read(4096))
+                break
             for line in fh:
                 if line.strip():
                     sample.append(line.strip())

@@ -71,6 +71,13 @@ class Decoder(ABC):
         (a :class:`cdclake.errors.RejectCode` value) and ``error_message`` and no events.
         """
 
+    def read_files(self, spark, paths: list[str]) -> DataFrame:
+        """Raw records (RAW_SCHEMA) from files of this format. Default: one message per line
+        (:func:`cdclake.sources.files.read_lines`); formats with binary files override it."""
+        from cdclake.sources.files import read_lines
+
+        return read_lines(spark, paths)
+
     def detect_score(self, sample: list[bytes]) -> float:
         """How sure (0..1) this decoder is that ``sample`` (the first values of an input) is its
         format; used by ``--format auto``. Runs on the driver over a handful of records."""
