@@ -120,7 +120,11 @@ def normalize_sql(value: str, spark_type: str, binary_input: str = "base64") -> 
       else {v} end)"""
     ok = f"""(case
       when {v} is null or {t} = 'string' then true
-      when {t} in {_INTEGRAL} then try_cast(trim({v}) as bigint) is not null
+      when {t} in {_INTEGRAL} then trim({v}) rlike '^[+-]?[0-9]+$' and (case
+                                     when {t} = 'tinyint' then try_cast(trim({v}) as tinyint) is not null
+                                     when {t} = 'smallint' then try_cast(trim({v}) as smallint) is not null
+                                     when {t} = 'int' then try_cast(trim({v}) as int) is not null
+                                     else try_cast(trim({v}) as bigint) is not null end)
       when {t} like 'decimal%' then {v} rlike '{_NUMERIC_RE}'
       when {t} in ('float','double') then {v} rlike '{_FLOAT_RE}'
       when {t} = 'boolean' then lower(trim({v})) in ('true','false','1','0')

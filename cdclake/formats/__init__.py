@@ -48,8 +48,8 @@ def all_decoders() -> list[Decoder]:
 #: the built-in format packages, each exporting one Decoder class named after its format
 BUILTIN = {
     "cdclake.formats.canal_json": "CanalJsonDecoder",
-    # "cdclake.formats.debezium_json": "DebeziumJsonDecoder",
-    # "cdclake.formats.dataworks_json": "DataWorksJsonDecoder",
+    "cdclake.formats.debezium_json": "DebeziumJsonDecoder",
+    "cdclake.formats.dataworks_json": "DataWorksJsonDecoder",
 }
 
 
