@@ -27,6 +27,8 @@ def fixture_path(rel: str) -> Path:
     """Absolute path of a file under shared/fixtures; skips the test if shared/ is absent."""
     p = FIXTURES / rel
     if not p.exists():
+        if os.environ.get("CI"):  # in CI shared/ is always beside the clone: a miss is a failure
+            pytest.fail(f"fixture {rel} not found under {FIXTURES}")
         pytest.skip(f"fixture {rel} not found under {FIXTURES}")
     return p
 
