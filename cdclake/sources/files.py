@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from cdclake.errors import CdclakeError
@@ -51,35 +51,41 @@ def read_lines(spark: SparkSession, paths: list[str]) -> DataFrame:
         CdclakeError(INPUT_NOT_FOUND): see :func:`resolve_inputs`.
     """
     files = resolve_inputs(paths)
-    text = (
-        spark.read.format("text")
-        .load(files)
-        .select(
-            F.col("value").alias("text"),
-            F.col("_metadata.file_path").alias("file"),
-            F.col("_metadata.file_block_start").alias("block"),
-            F.monotonically_increasing_id().alias("mid"),
-        )
+    text = spark.read.format("text").load(files)
+    return number_records(text, F.encode(F.col("value"), "UTF-8"), keep=F.trim(F.col("value")) != "")
+
+
+def number_records(df: DataFrame, value: Column, keep: Column | None = None) -> DataFrame:
+    """Raw records (RAW_SCHEMA) from a DataFrame read by a Spark file source (text, avro,
+    parquet ...): ``value`` (a binary expression over ``df``'s columns) becomes the record's
+    value, ``source_record.file`` the file's path and ``source_record.line`` the row's 1-based
+    index in its file. Rows where ``keep`` is false are dropped after numbering.
+
+    Row ids (``monotonically_increasing_id``) are consecutive inside one split: a row's index
+    is the split's first index plus (id - the split's smallest id). Only the small per-split
+    table is aggregated and broadcast; the rows themselves are never shuffled.
+    """
+    rows = df.select(
+        value.alias("value"),
+        (keep if keep is not None else F.lit(True)).alias("keep"),
+        F.col("_metadata.file_path").alias("file"),
+        F.col("_metadata.file_block_start").alias("block"),
+        F.monotonically_increasing_id().alias("mid"),
     )
-    # Row ids are consecutive inside one split: line = first line of the split + (mid - the
-    # split's smallest mid). Only the small per-split table is aggregated and broadcast; the
-    # lines themselves are never shuffled.
-    splits = text.groupBy("file", "block").agg(F.min("mid").alias("min_mid"), F.count(F.lit(1)).alias("n"))
+    splits = rows.groupBy("file", "block").agg(F.min("mid").alias("min_mid"), F.count(F.lit(1)).alias("n"))
     before = Window.partitionBy("file").orderBy("block").rowsBetween(Window.unboundedPreceding, -1)
     splits = splits.withColumn("first_line", F.coalesce(F.sum("n").over(before), F.lit(0)) + 1)
-    lines = text.join(F.broadcast(splits.select("file", "block", "min_mid", "first_line")), ["file", "block"]).withColumn(
-        "idx", F.col("mid") - F.col("min_mid")
-    )
-    raw = lines.where(F.trim(F.col("text")) != "").select(
+    numbered = rows.join(F.broadcast(splits.select("file", "block", "min_mid", "first_line")), ["file", "block"])
+    raw = numbered.where("keep").select(
         F.lit(None).cast("binary").alias("key"),
-        F.encode(F.col("text"), "UTF-8").alias("value"),
+        "value",
         F.struct(
             F.lit(None).cast("string").alias("topic"),
             F.lit(None).cast("int").alias("partition"),
             F.lit(None).cast("long").alias("offset"),
             F.lit(None).cast("long").alias("timestamp_ms"),
             F.col("file"),
-            (F.col("first_line") + F.col("idx")).alias("line"),
+            (F.col("first_line") + F.col("mid") - F.col("min_mid")).alias("line"),
         ).alias("source_record"),
     )
     return raw.select([F.col(f.name).cast(f.dataType) for f in RAW_SCHEMA.fields])
