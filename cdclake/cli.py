@@ -55,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="key columns for a table whose messages carry none (repeatable)")
     ing.add_argument("--canal-dts-inverted", action="store_true",
                      help="canal-json from a DTS instance created before 2022-03-20 (old/data swapped)")
+    ing.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                     help="format-specific setting, e.g. table=db.t for datahub-tuple records without _source_table_")
     ing.add_argument("--kafka-bootstrap", metavar="HOST:PORT", help="read from Kafka instead of files")
     ing.add_argument("--topic", action="append", default=[], help="Kafka topic (repeatable)")
     ing.add_argument("--checkpoint", metavar="DIR", help="Kafka checkpoint folder")
@@ -110,7 +112,13 @@ def _ingest(args) -> int:
     from cdclake.spark import get_spark
 
     spark = get_spark(master=args.master)
-    config = IngestConfig(args.format, args.input, args.target, pks, args.canal_dts_inverted)
+    extra = {}
+    for o in args.option:
+        name, sep, value = o.partition("=")
+        if not sep or not name.strip():
+            raise CdclakeError("BAD_OPTION", f"--option {o!r} is not NAME=VALUE")
+        extra[name.strip()] = value
+    config = IngestConfig(args.format, args.input, args.target, pks, args.canal_dts_inverted, extra)
     summary = ingest(spark, config)
     _print_summary(summary, args.quiet)
     return 0

@@ -37,6 +37,7 @@ class IngestConfig:
     target: the folder holding the Delta tables (created when missing).
     primary_keys: ``{table name: [key columns]}`` from ``--primary-key`` (qualified or bare name).
     canal_dts_inverted: see :class:`cdclake.formats.base.DecodeOptions`.
+    extra: format-specific settings (``--option NAME=VALUE``), e.g. ``table`` for datahub-tuple.
     """
 
     format: str
@@ -44,6 +45,7 @@ class IngestConfig:
     target: str
     primary_keys: dict[str, list[str]] = field(default_factory=dict)
     canal_dts_inverted: bool = False
+    extra: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -107,7 +109,9 @@ def ingest(spark: SparkSession, config: IngestConfig) -> IngestSummary:
     decoder = formats.get(config.format) if config.format != "auto" else detect_format(files)
     target = check_target(config.target)
     raw = decoder.read_files(spark, files)
-    options = DecodeOptions(primary_keys=config.primary_keys, canal_dts_inverted=config.canal_dts_inverted)
+    options = DecodeOptions(
+        primary_keys=config.primary_keys, canal_dts_inverted=config.canal_dts_inverted, extra=config.extra
+    )
     return ingest_batch(spark, raw, decoder, options, target)
 
 
@@ -122,7 +126,7 @@ def detect_format(files: list[str], sample_size: int = 20) -> Decoder:
         with open(f, "rb") as fh:
             head = fh.read(4)
             fh.seek(0)
-            if head == b"Obj\x01":  # an Avro object container file: its header is the sample
+            if head in (b"Obj\x01", b"PAR1"):  # Avro / Parquet file: its header is the sample
                 sample.append(fh.read(4096))
                 break
             for line in fh:

@@ -1,0 +1,7 @@
+"""``datahub-tuple``: DataHub TUPLE topic records written by DTS / Data Integration, as JSON lines
+or Parquet files of records."""
+
+from cdclake.formats.datahub_tuple.decoder import DatahubTupleDecoder
+from cdclake.formats.datahub_tuple.files import read_parquet_records, read_records
+
+__all__ = ["DatahubTupleDecoder", "read_parquet_records", "read_records"]

@@ -1,0 +1,286 @@
+"""Decoder for ``shareplex-json``: Alibaba DTS "Shareplex Json" messages (SharePlex-style JSON,
+Oracle sources) written to Kafka.
+
+Sources: seed ``001_a1c6319148bc2083.txt`` (DTS: data formats of a message queue, section
+"Shareplex Json": the ``meta`` parameter table and the three example messages) and
+``shared/FORMATS.md`` (section ``shareplex-json``). No public sample file exists
+(``shared/fixtures/SOURCES.md``): the seed's examples are the reference.
+
+Wire shape (one JSON object per record)::
+
+    {"meta": {"time": "2017-06-16T14:24:34",   commit time at the source, UTC (the seed's table
+                                               says yyyy-MM-ddTHH:mm:ssZ; its examples have no Z)
+              "userid": 84, "op": "ins",       ins | upd | del, or the long names of the seed's
+                                               table: INSERT, UPDATE, DELETE, TRUNCATE,
+                                               DROP COLUMN, UPDATE BEFORE, UPDATE AFTER
+              "scn": "14589063118712",         system change number, one per committed transaction
+              "rowid": "AAATGpAAIAAItcIAAA",   Oracle ROWID of the row
+              "trans": "7.0.411499",           transaction id
+              "seq": 1, "size": 11,            1-based index of the operation in its transaction,
+                                               number of operations in the transaction
+              "table": "CL_BIZ1.MIO_LOG",      OWNER.TABLE
+              "idx": "1/11",                   seq/size as text
+              "posttime": "2017-06-16T14:33:52"},  commit time at the target (not used)
+     "data": {col: "text" | null},             ins: the new row; upd: ONLY the changed columns
+                                               (after values); del: the deleted row
+     "key":  {col: "text" | null}}             upd: the row before the change
+
+Mapping to the canonical event:
+
+* Ops are matched case-insensitively, with runs of spaces/underscores read as one space
+  (``UPDATE_BEFORE`` = ``UPDATE BEFORE``). ``ins``/``INSERT`` -> ``c``, after = ``data``.
+  ``del``/``DELETE`` -> ``d``, before = ``data`` (``key`` when ``data`` is absent).
+  ``upd``/``UPDATE`` -> ``u`` with a *partial* after image: before = ``key``; after = the key
+  columns' values taken from ``key`` overlaid with ``data``; ``present`` = the after image's
+  columns (so the applier finds the row by its key and changes only the columns ``data``
+  carries; a column set to NULL is carried as NULL). The key columns are the configured ones
+  (below); without a configured key every column of ``key`` is carried (SharePlex puts the
+  row's identifying columns there), which only helps a table whose key is configured later.
+  An update whose ``data`` changes a configured key column (a key change) decodes to two
+  events at the same position: ``d`` of the old key (before = ``key``) and the partial ``u`` of
+  the new key, whose after image is all of ``key`` overlaid with ``data``.
+  ``UPDATE BEFORE`` -> ``u`` with the before image only (``data``, else ``key``);
+  ``UPDATE AFTER`` -> ``u`` with the after image only (``data``, read as a whole row: the seed
+  shows no sample of these two ops). The applier pairs the halves when they share table and
+  position (``scn`` and ``seq``; :func:`cdclake.normalize.pair_update_halves`); an after half
+  alone is applied as an upsert of its image.
+  ``TRUNCATE`` -> data event ``t`` without images. ``DROP COLUMN`` -> ``ddl`` event whose text
+  is ``DROP COLUMN`` followed by the JSON of ``data`` (else ``key``) when the message carries
+  one (the seed names the op but shows no message: the text is recorded in ``schema_history``;
+  no schema change is derived from it).
+  Any other op -> ``UNKNOWN_OP``; no ``meta``/``meta.op`` -> ``SCHEMA_MISMATCH``.
+* Table: ``meta.table`` split on the first dot: ``database`` = OWNER, ``schema`` = null,
+  ``table`` = TABLE (an Oracle owner *is* the schema, but DTS names no database, so the owner
+  takes the database slot and the target table is ``T/OWNER.TABLE``, as the seed spells it).
+  Double quotes around either part are removed. A name without a dot is the table alone
+  (``database`` null). No (or an empty) ``meta.table`` -> ``MISSING_TABLE``.
+* Key: none on the wire. ``primary_key`` = the columns configured for the table in
+  ``DecodeOptions.primary_keys`` under ``OWNER.TABLE`` (else the bare ``TABLE``), else null (the
+  applier then matches on the whole before image). ``meta.rowid`` is not a column of the
+  row and is not added to images.
+* Types: none on the wire; values are strings or null (JSON numbers/booleans arrive as their
+  text, objects as JSON text). ``columns`` is null, so every column is a ``string`` column of
+  the target table; the text is already canonical for ``string``.
+* Order: ``position.order = [scn, seq]`` (``seq`` 0 when the message has neither ``seq`` nor
+  ``idx``), ``position.text = "scn:seq"``. A missing or non-numeric ``scn``, or a non-numeric
+  ``seq``, -> ``BAD_POSITION``.
+* Transactions: ``tx_id`` = ``trans``, ``tx_seq`` = ``seq``, ``tx_size`` = ``size`` (each taken
+  from ``idx`` = ``seq/size`` when missing), ``tx_last`` = (``seq`` = ``size``).
+* ``event_time_ms`` = ``meta.time`` read as UTC (``yyyy-MM-ddTHH:mm:ss``, optional fraction; a
+  trailing ``Z`` or ``+08:00``-style offset is honoured); null when absent or unreadable (not an
+  error).
+* Images that a change needs but lacks (``ins``/``UPDATE AFTER`` without ``data``; ``del``/
+  ``UPDATE BEFORE`` without ``data`` and ``key``; ``upd`` without ``data``, or whose after image
+  lacks a configured key column, or without ``key`` when no key is configured) ->
+  ``MISSING_IMAGE``.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from cdclake.errors import RejectCode
+from cdclake.formats.base import Capabilities, Decoder, DecodeOptions, event_sql, finish, first_error, position_sql
+from cdclake.formats.json_common import parse_json
+
+NAME = "shareplex-json"
+
+SCHEMA = (
+    "meta struct<time string, userid string, op string, scn string, rowid string, trans string, "
+    "seq string, size string, table string, idx string, posttime string>, "
+    "data map<string,string>, key map<string,string>"
+)
+
+#: the wire op (upper-cased, spaces/underscores collapsed to one space) -> what the decoder does
+OPS = {
+    "INS": "insert",
+    "INSERT": "insert",
+    "UPD": "update",
+    "UPDATE": "update",
+    "DEL": "delete",
+    "DELETE": "delete",
+    "TRUNCATE": "truncate",
+    "UPDATE BEFORE": "update_before",
+    "UPDATE AFTER": "update_after",
+    "DROP COLUMN": "drop_column",
+}
+DATA_ACTIONS = ("insert", "update", "delete", "update_before", "update_after")
+
+_EMPTY = "cast(map() as map<string,string>)"
+#: a decimal integer as scn may hold it (decimal(38,0)); seq/size fit a bigint
+_SCN_RE = "^[0-9]{1,38}$"
+_SEQ_RE = "^[0-9]{1,18}$"
+
+
+def _lit(s: str) -> str:
+    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _pk_lookup_sql(primary_keys: dict[str, list[str]], database: str, table: str) -> str:
+    """SQL: the configured key columns of ``database``.``table`` (``array<string>``), looked up
+    by qualified name first, then by bare table name; null when none is configured."""
+    if not primary_keys:
+        return "cast(null as array<string>)"
+    entries = ", ".join(
+        f"{_lit(name)}, array({', '.join(_lit(c) for c in cols)})" if cols else f"{_lit(name)}, cast(array() as array<string>)"
+        for name, cols in primary_keys.items()
+    )
+    pks = f"map({entries})"
+    qualified = f"(case when {database} is not null then element_at({pks}, concat({database}, '.', {table})) end)"
+    found = f"coalesce({qualified}, element_at({pks}, {table}))"
+    return f"(case when size({found}) > 0 then {found} end)"
+
+
+def _unquote(part: str) -> str:
+    return f"nullif(regexp_replace(trim({part}), '^\"(.*)\"$', '$1'), '')"
+
+
+class ShareplexJsonDecoder(Decoder):
+    """DTS "Shareplex Json"; see the module docstring for the mapping."""
+
+    name = NAME
+    capabilities = Capabilities(
+        key="configuration (--primary-key); none on the wire",
+        column_types="none (values are text: every column is a string)",
+        position="meta.scn, meta.seq",
+        transactions="meta.trans, seq of size (meta.idx)",
+        ddl=True,
+        heartbeats=False,
+        snapshot_marker="none",
+        partial_images=True,
+    )
+
+    def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
+        df = parse_json(raw, SCHEMA)
+        action = (
+            "(case " + " ".join(f"when op_n = {_lit(k)} then {_lit(v)}" for k, v in OPS.items()) + " end)"
+        )
+        df = df.selectExpr(
+            "*",
+            "regexp_replace(upper(trim(j.meta.op)), '[ _]+', ' ') as op_n",
+            "nullif(trim(j.meta.table), '') as tname",
+            "nullif(trim(j.meta.scn), '') as scn_text",
+            "coalesce(nullif(trim(j.meta.seq), ''), nullif(trim(split_part(j.meta.idx, '/', 1)), '')) as seq_text",
+            "coalesce(nullif(trim(j.meta.size), ''), nullif(trim(split_part(j.meta.idx, '/', 2)), '')) as size_text",
+            "nullif(trim(j.meta.time), '') as time_text",
+        )
+        owner = _unquote("substring_index(tname, '.', 1)")
+        rest = _unquote("substr(tname, instr(tname, '.') + 1)")
+        df = df.selectExpr(
+            "*",
+            f"{action} as action",
+            f"(case when instr(tname, '.') > 0 then {owner} end) as db",
+            f"(case when instr(tname, '.') > 0 then {rest} else {_unquote('tname')} end) as tbl",
+            f"(case when scn_text rlike '{_SCN_RE}' then cast(scn_text as decimal(38,0)) end) as scn",
+            f"(case when seq_text rlike '{_SEQ_RE}' then cast(seq_text as bigint) end) as seq",
+            f"(case when size_text rlike '{_SEQ_RE}' then cast(size_text as bigint) end) as tx_size",
+            # UTC unless the text names its own offset (independent of the session time zone)
+            """unix_millis(try_cast(case when time_text rlike '(Z|[+-][0-9]{2}:?[0-9]{2})$' then time_text
+                                         else concat(time_text, 'Z') end as timestamp)) as et""",
+        )
+        df = df.selectExpr("*", f"{_pk_lookup_sql(options.primary_keys, 'db', 'tbl')} as pk")
+        df = df.selectExpr(
+            "*",
+            # a partial update that changes a configured key column
+            """(action = 'update' and pk is not null and exists(pk, k -> map_contains_key(j.data, k)
+                  and map_contains_key(j.key, k) and not (element_at(j.data, k) <=> element_at(j.key, k)))) as key_change""",
+        )
+        df = df.selectExpr(
+            "*",
+            # the update's after image: the key's identifying columns, overlaid with data
+            f"""(case when action = 'update' then map_concat(
+                    map_filter(coalesce(case when key_change or pk is null then j.key
+                                             else map_filter(j.key, (k, v) -> array_contains(pk, k)) end, {_EMPTY}),
+                               (k, v) -> not map_contains_key(coalesce(j.data, {_EMPTY}), k)),
+                    coalesce(j.data, {_EMPTY})) end) as upd_after""",
+        )
+
+        position = position_sql(["scn", "coalesce(seq, 0)"], "concat_ws(':', scn_text, seq_text)")
+        common = dict(
+            format=f"'{NAME}'",
+            database="db",
+            table="tbl",
+            primary_key="pk",
+            position=position,
+            tx_id="j.meta.trans",
+            tx_seq="seq",
+            tx_last="(seq = tx_size)",
+            tx_size="tx_size",
+            event_time_ms="et",
+        )
+        before = """(case when action = 'update' then j.key
+                          when action in ('delete', 'update_before') then coalesce(j.data, j.key) end)"""
+        after = """(case when action in ('insert', 'update_after') then j.data
+                         when action = 'update' then upd_after end)"""
+        op = "(case action when 'insert' then 'c' when 'delete' then 'd' else 'u' end)"
+        data_event = event_sql(
+            **common,
+            kind="'data'",
+            op=op,
+            before=before,
+            after=after,
+            present="(case when action = 'update' then map_keys(upd_after) end)",
+        )
+        old_key_delete = event_sql(**common, kind="'data'", op="'d'", before="j.key")
+        truncate_event = event_sql(**common, kind="'data'", op="'t'")
+        ddl_text = "concat('DROP COLUMN', coalesce(concat(' ', to_json(coalesce(j.data, j.key))), ''))"
+        ddl_event = event_sql(**common, kind="'ddl'", ddl=ddl_text)
+
+        events = F.expr(
+            f"""case
+              when is_tombstone then array()
+              when key_change then array({old_key_delete}, {data_event})
+              when action in {DATA_ACTIONS} then array({data_event})
+              when action = 'truncate' then array({truncate_event})
+              when action = 'drop_column' then array({ddl_event})
+              else array() end"""
+        )
+
+        def empty(m: str) -> str:
+            return f"coalesce(size({m}), 0) <= 0"
+
+        missing_image = F.expr(
+            f"""(action in ('insert', 'update_after') and {empty('j.data')})
+             or (action in ('delete', 'update_before') and {empty('coalesce(j.data, j.key)')})
+             or (action = 'update' and ({empty('j.data')}
+                   or (pk is null and {empty('j.key')})
+                   or (pk is not null and not forall(pk, k -> map_contains_key(upd_after, k)))))"""
+        )
+        code, message = first_error(
+            (F.col("parse_error").isNotNull(), "", F.col("parse_message")),
+            (F.col("is_tombstone"), "", "tombstone"),
+            (F.expr("j.meta is null"), RejectCode.SCHEMA_MISMATCH.value, "no 'meta' object"),
+            (F.expr("nullif(trim(j.meta.op), '') is null"), RejectCode.SCHEMA_MISMATCH.value, "no 'meta.op' field"),
+            (F.col("action").isNull(), RejectCode.UNKNOWN_OP.value, F.concat(F.lit("unknown SharePlex op "), F.col("j.meta.op"))),
+            (
+                F.expr("tname is null or tbl is null or (instr(tname, '.') > 0 and db is null)"),
+                RejectCode.MISSING_TABLE.value,
+                "no OWNER.TABLE in meta.table",
+            ),
+            (missing_image, RejectCode.MISSING_IMAGE.value, F.concat(F.col("j.meta.op"), F.lit(" without the data/key image it needs"))),
+            (
+                F.expr("scn is null or (seq_text is not null and seq is null)"),
+                RejectCode.BAD_POSITION.value,
+                "meta.scn missing or not a decimal number (or meta.seq not a number)",
+            ),
+        )
+        # parse errors keep their own code; a tombstone is not an error at all
+        code = F.when(F.col("parse_error").isNotNull(), F.col("parse_error")).when(F.col("is_tombstone"), F.lit(None)).otherwise(code)
+        return finish(df, events, code, message)
+
+    def detect_score(self, sample: list[bytes]) -> float:
+        import json
+
+        hits = 0
+        for v in sample:
+            try:
+                d = json.loads(v)
+            except Exception:
+                continue
+            meta = d.get("meta") if isinstance(d, dict) else None
+            if isinstance(meta, dict) and "op" in meta and ("data" in d or "key" in d) and (
+                {"scn", "table", "trans", "rowid"} & set(meta)
+            ):
+                hits += 1
+        return hits / max(len(sample), 1)
