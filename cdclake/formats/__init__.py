@@ -50,6 +50,8 @@ BUILTIN = {
     "cdclake.formats.canal_json": "CanalJsonDecoder",
     "cdclake.formats.debezium_json": "DebeziumJsonDecoder",
     "cdclake.formats.dataworks_json": "DataWorksJsonDecoder",
+    "cdclake.formats.shareplex_json": "ShareplexJsonDecoder",
+    "cdclake.formats.datahub_tuple": "DatahubTupleDecoder",
 }
 
 
