@@ -50,8 +50,10 @@ BUILTIN = {
     "cdclake.formats.canal_json": "CanalJsonDecoder",
     "cdclake.formats.debezium_json": "DebeziumJsonDecoder",
     "cdclake.formats.dataworks_json": "DataWorksJsonDecoder",
+    "cdclake.formats.dts_avro": "DtsAvroDecoder",
     "cdclake.formats.shareplex_json": "ShareplexJsonDecoder",
     "cdclake.formats.datahub_tuple": "DatahubTupleDecoder",
+    "cdclake.formats.qlik_json": "QlikJsonDecoder",
 }
 
 

@@ -1,0 +1,6 @@
+"""``qlik-json``: Qlik Replicate / Qlik Talend Data Integration Kafka target, JSON messages
+(metadata ``MD`` and data ``DT``, wrapped in the ``atMSG`` envelope or flat)."""
+
+from cdclake.formats.qlik_json.decoder import QlikJsonDecoder
+
+__all__ = ["QlikJsonDecoder"]
