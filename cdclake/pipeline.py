@@ -14,6 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from delta.tables import DeltaTable
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -191,7 +192,8 @@ def apply_events(
     events = pair_update_halves(events)
     for plan in plan_tables(events, primary_keys):
         path = table_path(target, plan.name)
-        if plan.columns:
+        # a batch may hold only a truncate, which carries no columns: apply it to the table
+        if plan.columns or (plan.counts.get("t") and DeltaTable.isDeltaTable(spark, path)):
             result = apply_table(spark, events, plan, path, tombstone_path(target, plan.name))
             results.append(result)
             audit.record_schema_change(spark, target, plan.name, path, result.schema_changes, plan.ddl)
