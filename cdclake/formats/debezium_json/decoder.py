@@ -710,8 +710,11 @@ class DebeziumJsonDecoder(Decoder):
                 d = d["payload"]
             if not isinstance(d, dict):
                 continue
+            # Debezium's op codes are one letter; DataWorks' envelope looks alike but its ops are
+            # words (INSERT, UPDATE_AFTER ...) and its payload carries sequenceId
             if (
-                ("op" in d and ("source" in d or "after" in d or "before" in d))
+                ("op" in d and d.get("op") in ("c", "u", "d", "r", "t", "m") and "sequenceId" not in d
+                 and ("source" in d or "after" in d or "before" in d))
                 or ("status" in d and "event_count" in d)
                 or ("tableChanges" in d and "source" in d)
                 or "historyRecord" in d
