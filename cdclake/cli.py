@@ -1,6 +1,8 @@
 """The ``cdclake`` command: arguments -> configuration -> pipeline. Nothing else lives here.
 
     cdclake ingest --format FORMAT --input PATH [PATH ...] --target DIR [--primary-key T=C[,C]]...
+    cdclake convert --from F --to G --input PATH [PATH ...] --output PATH
+    cdclake simulate --format F --events N --tables K --seed S --output PATH
     cdclake formats
 
 Exit codes: 0 success (rejected records do not change it); 2 usage or environment error, with
@@ -62,6 +64,21 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("--checkpoint", metavar="DIR", help="Kafka checkpoint folder")
     ing.add_argument("--master", help="Spark master URL (default local[*])")
     ing.add_argument("--quiet", action="store_true", help="print only the one-line totals")
+    conv = sub.add_parser("convert", help="turn messages of one format into another")
+    conv.add_argument("--from", dest="source", required=True, help=f"input format: one of {', '.join(formats.names())}")
+    conv.add_argument("--to", dest="dest", required=True, help="output format (any name above but auto)")
+    conv.add_argument("--input", nargs="+", required=True, metavar="PATH", help="files or folders of messages")
+    conv.add_argument("--output", required=True, metavar="PATH", help="output file (or existing folder)")
+    conv.add_argument("--primary-key", action="append", default=[], metavar="TABLE=COL[,COL...]",
+                      help="key columns for a table whose messages carry none (repeatable)")
+    conv.add_argument("--option", action="append", default=[], metavar="NAME=VALUE", help="format-specific setting of the input format")
+    conv.add_argument("--master", help="Spark master URL (default local[*])")
+    sim = sub.add_parser("simulate", help="write a seeded simulated workload in any format")
+    sim.add_argument("--format", required=True, help="output format")
+    sim.add_argument("--events", type=int, default=1000, help="streamed events after the snapshot (default 1000)")
+    sim.add_argument("--tables", type=int, default=3, help="number of tables (default 3)")
+    sim.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    sim.add_argument("--output", required=True, metavar="PATH", help="output file (or existing folder)")
     sub.add_parser("formats", help="list the formats and what each carries")
     return p
 
@@ -72,6 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "formats":
             return _formats()
+        if args.command == "convert":
+            return _convert(args)
+        if args.command == "simulate":
+            return _simulate(args)
         return _ingest(args)
     except CdclakeError as e:
         print(f"cdclake: error: {e}", file=sys.stderr)
@@ -111,16 +132,63 @@ def _ingest(args) -> int:
 
     from cdclake.spark import get_spark
 
+    extra = _options(args.option)
     spark = get_spark(master=args.master)
+    config = IngestConfig(args.format, args.input, args.target, pks, args.canal_dts_inverted, extra)
+    summary = ingest(spark, config)
+    _print_summary(summary, args.quiet)
+    return 0
+
+
+def _options(values: list[str]) -> dict[str, str]:
     extra = {}
-    for o in args.option:
+    for o in values or []:
         name, sep, value = o.partition("=")
         if not sep or not name.strip():
             raise CdclakeError("BAD_OPTION", f"--option {o!r} is not NAME=VALUE")
         extra[name.strip()] = value
-    config = IngestConfig(args.format, args.input, args.target, pks, args.canal_dts_inverted, extra)
-    summary = ingest(spark, config)
-    _print_summary(summary, args.quiet)
+    return extra
+
+
+def _dropped(dropped) -> str:
+    return ", ".join(f"{reason}: {n}" for reason, n in sorted(dropped.items())) or "nothing"
+
+
+def _convert(args) -> int:
+    from cdclake import formats
+    from cdclake.convert import convert
+    from cdclake.formats.base import DecodeOptions
+    from cdclake.sources.files import resolve_inputs
+
+    if args.source != "auto":
+        formats.get(args.source)
+    if args.dest == "auto":
+        raise CdclakeError("BAD_OPTION", "--to needs a format name, not auto")
+    formats.get_encoder(args.dest)
+    options = DecodeOptions(primary_keys=_primary_keys(args.primary_key), extra=_options(args.option))
+    resolve_inputs(args.input)
+
+    from cdclake.spark import get_spark
+
+    s = convert(get_spark(master=args.master), args.source, args.input, args.dest, args.output, options)
+    print(f"{s.source_format} -> {s.target_format}: {s.output}")
+    print(f"records in: {s.records_in}  decoded: {s.decoded}  rejected: {s.rejected}  events: {s.events}  records out: {s.records_out}")
+    print(f"not carried by {s.target_format}: {_dropped(s.dropped)}")
+    if s.rejects_file:
+        print(f"rejected records: {s.rejects_file} ({', '.join(f'{k}={v}' for k, v in sorted(s.reject_codes.items()))})")
+    return 0
+
+
+def _simulate(args) -> int:
+    from cdclake.convert import simulate
+
+    for flag in ("events", "tables"):
+        if getattr(args, flag) < (1 if flag == "tables" else 0):
+            raise CdclakeError("BAD_OPTION", f"--{flag} must be {'at least 1' if flag == 'tables' else 'zero or more'}")
+    s = simulate(args.format, args.output, events=args.events, tables=args.tables, seed=args.seed)
+    print(f"{s.format}: {s.output}")
+    print(f"events: {s.events}  records out: {s.records_out}")
+    print(f"not carried by {s.format}: {_dropped(s.dropped)}")
     return 0
 
 

@@ -66,4 +66,25 @@ def _register_builtin() -> None:
 
 _register_builtin()
 
-__all__ = ["Capabilities", "Decoder", "DecodeOptions", "register", "get", "names", "all_decoders"]
+
+
+def get_encoder(name: str):
+    """The encoder (:class:`cdclake.formats.encoding.Encoder`) of format ``name`` (a name or
+    alias): the class named ``<Format>Encoder`` in ``cdclake/formats/<package>/encoder.py``.
+
+    Raises:
+        CdclakeError(UNKNOWN_FORMAT): no such format (the message lists the known names).
+        CdclakeError(NOT_IMPLEMENTED): the format's package has no encoder.
+    """
+    import importlib
+
+    decoder = get(name)
+    module = type(decoder).__module__.rsplit(".", 1)[0]
+    cls = type(decoder).__name__.replace("Decoder", "Encoder")
+    try:
+        return getattr(importlib.import_module(f"{module}.encoder"), cls)()
+    except (ImportError, AttributeError) as e:
+        raise CdclakeError("NOT_IMPLEMENTED", f"format {decoder.name!r} has no encoder ({e})") from e
+
+
+__all__ = ["Capabilities", "Decoder", "DecodeOptions", "register", "get", "get_encoder", "names", "all_decoders"]

@@ -160,6 +160,8 @@ def encode_value(value: Any, spark_type: str) -> str | None:
             return format(Decimal(value).quantize(Decimal(1).scaleb(-dec[1])), "f")
     if spark_type == "string":
         return value
+    if spark_type in ("double", "float"):
+        return repr(float(value))
     if spark_type == "binary":
         return base64.b64encode(value).decode("ascii")
     if spark_type == "date":
