@@ -94,7 +94,7 @@ def main() -> None:
     assert summary.events == args.events and summary.rejected == 0, summary
 
     print(f"command: .venv/bin/python bench/canal_throughput.py --events {args.events} --keys {args.keys} --master '{args.master}'")
-    print(f"machine: {os.cpu_count()} cores; input {size_mb:.0f} MB, {args.events} events, {args.keys} keys")
+    print(f"machine: {os.cpu_count()} cores, load average at the end {os.getloadavg()[0]:.1f}; input {size_mb:.0f} MB, {args.events} events, {args.keys} keys")
     print(f"decode: {decode_s:8.1f} s  {args.events / decode_s:10.0f} events/s")
     print(f"ingest (decode + changelog + MERGE + progress): {apply_s:8.1f} s  {args.events / apply_s:10.0f} events/s")
     for r in summary.tables:

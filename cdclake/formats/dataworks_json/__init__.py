@@ -2,5 +2,6 @@
 JSON stored as UTF-8 bytes in DataHub BLOB topics."""
 
 from cdclake.formats.dataworks_json.decoder import DataWorksJsonDecoder
+from cdclake.formats.dataworks_json.encoder import DataWorksJsonEncoder
 
-__all__ = ["DataWorksJsonDecoder"]
+__all__ = ["DataWorksJsonDecoder", "DataWorksJsonEncoder"]

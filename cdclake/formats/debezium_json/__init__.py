@@ -2,5 +2,6 @@
 ``schema``/``payload`` envelope; also the transaction-metadata and schema-change topics."""
 
 from cdclake.formats.debezium_json.decoder import DebeziumJsonDecoder
+from cdclake.formats.debezium_json.encoder import DebeziumJsonEncoder
 
-__all__ = ["DebeziumJsonDecoder"]
+__all__ = ["DebeziumJsonDecoder", "DebeziumJsonEncoder"]

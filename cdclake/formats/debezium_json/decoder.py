@@ -265,7 +265,10 @@ def _decimal_text_sql(unscaled: str, scale: str) -> str:
         f"when {scale} <= 0 then concat({sign}, dd, case when du = 0 then '' else repeat('0', -{scale}) end) "
         f"else concat({sign}, substr({padded}, 1, {w} - {scale}), '.', substr({padded}, {w} - {scale} + 1)) end)"
     )
-    return _let(unscaled, "du", _let("cast(abs(du) as string)", "dd", body))
+    # the digits without the sign, taken from the text: Spark 4.0's abs() on a decimal(38,0)
+    # rounds to 34 significant digits (abs(-9999999999999999999999999999999999999) gives
+    # 10000000000000000000000000000000000000, and 38 nines overflow)
+    return _let(unscaled, "du", _let("regexp_replace(cast(du as string), '^-', '')", "dd", body))
 
 
 def _base64_decimal_sql(b64: str, scale: str) -> str:

@@ -41,7 +41,10 @@ Mapping to the canonical event (one record -> zero or one event):
 
 * ``operation``: INSERT -> ``c``; UPDATE -> ``u``; DELETE -> ``d``; INIT (full-load rows) ->
   ``r`` (snapshot read); DDL -> kind ``ddl`` with the text of the ``string`` branch of
-  ``afterImages`` (``beforeImages`` when only that one holds it); BEGIN -> ``tx_begin``; COMMIT ->
+  ``afterImages`` (``beforeImages`` when only that one holds it), except a ``TRUNCATE``
+  statement on a table named by ``objectName``, which is a data event with op ``t`` (DTS has
+  no truncate operation: the binlog's statement reaches the stream as a DDL record; its text is
+  kept in ``ddl``); BEGIN -> ``tx_begin``; COMMIT ->
   ``tx_end``; ROLLBACK -> ``tx_end`` as well: a MySQL binlog transaction that ends in ROLLBACK
   is one whose changes to non-transactional tables stayed applied (only such transactions reach
   the binlog), so the changes DTS delivered before it are real and the transaction is over;
@@ -650,6 +653,8 @@ class DtsAvroDecoder(Decoder):
             columns=columns,
         )
         ddl_event = event_sql(**common, kind="'ddl'", ddl="ddl_text", primary_key=pk)
+        truncate_event = event_sql(**common, kind="'data'", op="'t'", ddl="ddl_text", primary_key=pk)
+        is_truncate = f"op = '{DDL_OP}' and tbl is not null and ddl_text rlike '(?i)^\\\\s*truncate\\\\s'"
         tx_kind = _case_map("op", {k: repr(v) for k, v in TX_OPS.items()})
         tx_event = event_sql(**{**common, "schema": "cast(null as string)", "table": "cast(null as string)"}, kind=tx_kind)
         heartbeat_event = event_sql(
@@ -660,6 +665,7 @@ class DtsAvroDecoder(Decoder):
             f"""case
               when is_tombstone or op is null then array()
               when {data_ops} then array({data_event})
+              when {is_truncate} then array({truncate_event})
               when op = '{DDL_OP}' then array({ddl_event})
               when {_in('op', TX_OPS)} then array({tx_event})
               when op = '{HEARTBEAT_OP}' then array({heartbeat_event})

@@ -2,5 +2,6 @@
 (metadata ``MD`` and data ``DT``, wrapped in the ``atMSG`` envelope or flat)."""
 
 from cdclake.formats.qlik_json.decoder import QlikJsonDecoder
+from cdclake.formats.qlik_json.encoder import QlikJsonEncoder
 
-__all__ = ["QlikJsonDecoder"]
+__all__ = ["QlikJsonDecoder", "QlikJsonEncoder"]

@@ -77,7 +77,8 @@ Mapping to the canonical event (one input record -> exactly one event, or a reje
   ``0B`` (binary 1011) = ordinals 1, 2 and 4 (see :func:`mask_ordinals_sql`). An odd number of
   digits is read with a leading ``0``. ``columnMask`` says which columns the message carries:
   ``present`` = the names of the MD's columns inside the mask (in ordinal order), so the
-  applier leaves the others as they are; no ``columnMask`` -> ``present`` null (all columns).
+  applier leaves the others as they are; no ``columnMask``, or one that covers every column (as
+  Qlik usually writes it), -> ``present`` null (the whole row).
   A ``columnMask`` that is not hex -> ``BAD_VALUE``. ``changeMask`` (which columns changed;
   LOB columns are not in it) has no place in the canonical event and is not read.
 * Order: ``headers.changeSequence`` as a decimal (``position.order = [changeSequence]``, up to 38
@@ -354,7 +355,13 @@ class QlikJsonDecoder(Decoder):
             f"{normalize_image_sql(_hex_to_base64('before_raw', 'types'), 'types', 'base64')} as before_n",
             f"case when col_mask is not null and mask_ok then {mask_ordinals_sql('col_mask')} end as mask_ords",
         )
-        present = """(case when mask_ords is null then cast(null as array<string>)
+        # a mask that covers every column says "the whole row": present null, as the canonical
+        # event spells it (a list would mark a whole image as partial)
+        keys = "map_keys(coalesce(data_raw, before_data_raw))"
+        present = f"""(case when mask_ords is null then cast(null as array<string>)
+                           when meta is not null and forall(meta.cols, c -> array_contains(mask_ords, c.ordinal)) then cast(null as array<string>)
+                           when meta is null and size({keys}) > 0 and forall(sequence(1, size({keys})), o -> array_contains(mask_ords, o))
+                                then cast(null as array<string>)
                            when meta is not null then transform(filter(meta.cols, c -> array_contains(mask_ords, c.ordinal)), c -> c.name)
                            else filter(transform(mask_ords, o -> try_element_at(map_keys(coalesce(data_raw, before_data_raw)), o)), n -> n is not null)
                       end)"""

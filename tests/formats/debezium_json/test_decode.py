@@ -524,6 +524,37 @@ def test_db2_transaction_schema_change_and_order(spark):
     assert (hb["kind"], hb["event_time_ms"], hb["table"]) == ("heartbeat", 1588252618953, None)
 
 
+def test_decimals_with_more_than_34_digits_are_exact(spark):
+    # Regression: the decoder took the digits of the unscaled value with abs(), which Spark 4.0
+    # rounds to 34 significant digits on decimal(38,0): 37 nines came back as 1 followed by 37
+    # zeros and 38 nines failed the job (NUMERIC_VALUE_OUT_OF_RANGE). Bytes are Java's
+    # BigInteger.toByteArray() of the unscaled values, computed by hand:
+    # 10^38-1 = 4b3b4ca85a86c47a098a223fffffffff, -(10^38-1) = b4c4b357a5793b85f675ddc000000001,
+    # -(10^37-1) = f87a11ef2a25b926ff0bc96000000001.
+    dec = "org.apache.kafka.connect.data.Decimal"
+    params = {"scale": "10", "connect.decimal.precision": "38"}
+    values = {
+        "MAX": "SztMqFqGxHoJiiI//////w==",
+        "MIN": "tMSzV6V5O4X2dd3AAAAAAQ==",
+        "NEG37": "+HoR7yoluSb/C8lgAAAAAQ==",
+    }
+    fields = [_connect_field(n, "bytes", dec, params) for n in values]
+    schema = {"type": "struct", "optional": False, "fields": [
+        {"type": "struct", "optional": True, "field": "after", "fields": fields},
+        {"type": "string", "optional": False, "field": "op"},
+    ]}
+    payload = {"before": None, "after": values, "source": {"connector": "mysql", "db": "d", "table": "t", "file": "mysql-bin.000001",
+                                                          "pos": 4, "row": 0, "ts_ms": 1}, "op": "c", "ts_ms": 1}
+    (row,) = decode_raw(spark, [(None, json.dumps({"schema": schema, "payload": payload}))])
+    assert row.error_code is None, row.error_message
+    (e,) = events_of(row)
+    assert e["after"] == {
+        "MAX": "9999999999999999999999999999.9999999999",
+        "MIN": "-9999999999999999999999999999.9999999999",
+        "NEG37": "-999999999999999999999999999.9999999999",
+    }
+
+
 def test_schema_change_fixtures(spark, tmp_path):
     # memiiso serde-with-array2.json: MySQL schema-change topic message (Debezium 1.7.0.Final,
     # empty tableChanges); paimon mysql/debezium-event-change.json: Flink CDC's historyRecord

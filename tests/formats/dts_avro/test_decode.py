@@ -444,3 +444,28 @@ def test_end_to_end_container_file_to_delta(spark, tmp_path):
     three = got[3]
     assert (three["name"], three["amount"], three["big"], three["_cdc_op"]) == ("snap", Decimal("3.00"), Decimal(7), "r")
     assert three["price"] == 19.99
+
+
+def test_truncate_statement_is_a_truncate_event(spark):
+    # DTS has no truncate operation: a TRUNCATE reaches the stream as a DDL record with the
+    # statement (seed 001: DDL is a STRING). On a table it decodes to op t (the applier empties
+    # the table); without a table in objectName it stays a ddl event.
+    recs = [
+        record("DDL", 4001, txid="tx-7", after="TRUNCATE TABLE `shop`.`orders`", tags=PK_TAGS),
+        record("DDL", 4002, obj="shop.sales.lines", after="  truncate lines"),
+        record("DDL", 4003, obj="shop", after="TRUNCATE TABLE orders"),
+        record("DDL", 4004, after="TRUNCATED_NOTES are not a statement"),
+    ]
+    raw = spark.createDataFrame([(None, encode(r), sr(i + 1)) for i, r in enumerate(recs)], RAW_SCHEMA)
+    rows = DtsAvroDecoder().decode(raw, DecodeOptions()).orderBy("source_record.line").collect()
+    got = [one(r) for r in rows]
+    assert [(e["kind"], e["op"], e["database"], e["schema"], e["table"]) for e in got] == [
+        ("data", "t", "shop", None, "orders"),
+        ("data", "t", "shop", "sales", "lines"),
+        ("ddl", None, "shop", None, None),
+        ("ddl", None, "shop", None, "orders"),
+    ]
+    t = got[0]
+    assert (t["before"], t["after"], t["columns"], t["primary_key"], t["tx_id"], t["ddl"], t["position"]) == (
+        None, None, None, ["id"], "tx-7", "TRUNCATE TABLE `shop`.`orders`", pos(4001),
+    )

@@ -117,6 +117,8 @@ CDC_LINES = [
     wrapped("REFRESH", row(10004, 40054, "1995-12-01", "1996-12-01")),
     # 10 operation in lower case
     flat("update", row(10003, 41000, "1997-12-15", "1998-12-15"), before=row(10003, 40006, "1997-12-15", "1998-12-15"), n=10),
+    # 11 no metadata in the batch, columnMask 07 covers every key of data: the whole row
+    flat("INSERT", {"id": 8, "name": "Ops", "loc": "Kyoto"}, schema="hr", table="dept", n=11, column_mask="07"),
 ]
 
 GOOD = flat("INSERT", row(20001, 1), n=100)
@@ -234,7 +236,7 @@ def test_wrapped_insert_and_deletes(decoded):
     i = one(decoded[("cdc.jsonl", 2)])
     assert (i["op"], i["schema"], i["table"], i["before"]) == ("c", "employees", "salaries", None)
     assert i["after"] == {"emp_no": "10001", "salary": "60117", "from_date": "1986-06-26", "to_date": "1987-06-26"}
-    assert i["present"] == ["emp_no", "salary", "from_date", "to_date"]  # 0F
+    assert i["present"] is None  # 0F: every column, the whole row
     assert (i["tx_seq"], i["tx_last"]) == (2, True)
     d = one(decoded[("cdc.jsonl", 3)])  # the row in data
     assert (d["op"], d["after"], d["present"]) == ("d", None, None)
@@ -286,6 +288,8 @@ def test_data_message_without_its_metadata_in_the_batch(decoded):
     assert (e["columns"], e["primary_key"]) == (None, None)
     # 05 = ordinals 1 and 3, resolved by the position of the keys in `data`
     assert e["present"] == ["id", "loc"]
+    whole = one(decoded[("cdc.jsonl", 11)])  # 07: all three keys -> the whole row, present null
+    assert (whole["after"], whole["present"]) == ({"id": "8", "name": "Ops", "loc": "Kyoto"}, None)
 
 
 def test_refresh_and_lower_case_operation(decoded):
