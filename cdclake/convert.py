@@ -22,7 +22,7 @@ from pathlib import Path
 
 from cdclake import formats
 from cdclake.formats.base import DecodeOptions
-from cdclake.formats.encoding import Encoded, Encoder
+from cdclake.formats.encoding import Encoded, Encoder, known_types
 
 #: file name suffix per encoder file kind
 SUFFIX = {"lines": ".jsonl", "avro": ".avro", "parquet": ".parquet"}
@@ -31,7 +31,8 @@ SUFFIX = {"lines": ".jsonl", "avro": ".avro", "parquet": ".parquet"}
 @dataclass
 class ConvertSummary:
     """What a conversion did. ``records_in == decoded + rejected``; ``events`` canonical events
-    were decoded and ``records_out`` wire records written; ``dropped`` counts what the target
+    went to the encoder (after pairing split update halves into one update) and ``records_out``
+    wire records were written; ``dropped`` counts what the target
     format could not carry (reason -> events or fields)."""
 
     source_format: str
@@ -86,11 +87,10 @@ def convert(
 
     decoded = decoder.decode(decoder.read_files(spark, files), options or DecodeOptions()).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        for row in decoded.groupBy("error_code").agg(F.count(F.lit(1)).alias("n"), F.sum(F.size("events")).alias("e")).collect():
+        for row in decoded.groupBy("error_code").agg(F.count(F.lit(1)).alias("n")).collect():
             summary.records_in += row["n"]
             if row["error_code"] is None:
                 summary.decoded += row["n"]
-                summary.events += int(row["e"] or 0)
             else:
                 summary.rejected += row["n"]
                 summary.reject_codes[row["error_code"]] = row["n"]
@@ -99,7 +99,13 @@ def convert(
         events = pair_update_halves(
             decoded.where(F.col("error_code").isNull()).select(F.explode("events").alias("e")).select("e.*")
         ).orderBy(F.col("position.order"), F.col("source_record.file"), F.col("source_record.line"))
-        encoded: Encoded = encoder.encode(r.asDict(recursive=True) for r in events.toLocalIterator())
+
+        def rows():
+            for r in events.toLocalIterator():
+                summary.events += 1
+                yield known_types(r.asDict(recursive=True))
+
+        encoded: Encoded = encoder.encode(rows())
     finally:
         decoded.unpersist()
     encoder.write(encoded, out)

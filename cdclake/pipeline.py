@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 
 from cdclake import formats
 from cdclake.apply import audit
-from cdclake.apply.delta_table import ApplyResult, apply_table
+from cdclake.apply.delta_table import ApplyResult, apply_table, remember_truncate
 from cdclake.apply.plan import plan_tables
 from cdclake.errors import CdclakeError
 from cdclake.formats.base import Decoder, DecodeOptions
@@ -198,6 +198,8 @@ def apply_events(
             results.append(result)
             audit.record_schema_change(spark, target, plan.name, path, result.schema_changes, plan.ddl)
         else:
+            if plan.counts.get("t"):  # a truncate of a table not created yet still counts
+                remember_truncate(spark, events, plan, tombstone_path(target, plan.name))
             audit.record_schema_change(spark, target, plan.name, path, [], plan.ddl)
     audit.update_progress(spark, events, target)
     return results

@@ -44,8 +44,8 @@ def mysql_to_spark_sql(type_text: str) -> str:
     bind = {
         "t": t,
         "base": f"regexp_extract({t}, '^([a-z ]+?)\\\\s*(\\\\(|unsigned|zerofill|$)', 1)",
-        "p": f"try_cast(regexp_extract({t}, '\\\\(\\\\s*([0-9]+)', 1) as int)",
-        "s": f"coalesce(try_cast(regexp_extract({t}, '\\\\(\\\\s*[0-9]+\\\\s*,\\\\s*([0-9]+)', 1) as int), 0)",
+        "p": f"try_cast(nullif(regexp_extract({t}, '\\\\(\\\\s*([0-9]+)', 1), '') as int)",
+        "s": f"coalesce(try_cast(nullif(regexp_extract({t}, '\\\\(\\\\s*[0-9]+\\\\s*,\\\\s*([0-9]+)', 1), '') as int), 0)",
     }
     base, p, s, unsigned = "x.base", "x.p", "x.s", "(x.t like '%unsigned%')"
     body = f"""(case

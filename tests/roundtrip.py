@@ -1,5 +1,4 @@
-"""[HELPERS WRITING ENCODERS: your "common brief" is /work/main/BRIEF-ENCODERS.md -- read it first. The lead removes this line.]
-The round-trip harness every format's property tests use.
+"""The round-trip harness every format's property tests use.
 
 * :func:`decode_round_trip`: encode canonical events with a format's encoder, write them to a
   file, read and decode that file with the format's decoder (plus the normalisation the
@@ -63,6 +62,13 @@ def comparable(event: dict) -> dict:
     out = {k: event.get(k) for k in COMPARED}
     if out["columns"] is not None:
         out["columns"] = [dict(c) for c in out["columns"]]
+        # a float or double has more than one canonical text ('83300.00', '83300.0'; the JVM's
+        # Double.toString before JDK 19 is not always the shortest): compare those as numbers
+        floats = {c["name"] for c in out["columns"] if c.get("spark_type") in ("float", "double")}
+        if floats:
+            for img in ("before", "after"):
+                if out[img]:
+                    out[img] = {k: (float(v) if k in floats and v is not None else v) for k, v in out[img].items()}
     return out
 
 

@@ -133,15 +133,7 @@ def apply_table(
     names = list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
 
-    ev = events.where(
-        (F.col("kind") == "data")
-        # a change without the image it needs has nothing to apply (decoders reject such
-        # records; an unpaired before half of a split update ends here)
-        & ((F.col("op") == "t") | F.when(F.col("op") == "d", F.col("before").isNotNull()).otherwise(F.col("after").isNotNull()))
-        & F.col("database").eqNullSafe(F.lit(plan.database))
-        & F.col("schema").eqNullSafe(F.lit(plan.schema))
-        & (F.col("table") == F.lit(plan.table))
-    ).withColumn("_rank", F.when(F.col("op") == "r", 0).otherwise(1))
+    ev = _table_events(events, plan).withColumn("_rank", F.when(F.col("op") == "r", 0).otherwise(1))
 
     target = DeltaTable.forPath(spark, path)
     if plan.counts.get("t"):
@@ -223,6 +215,29 @@ def apply_table(
     src.unpersist()
     result.rows_now = spark.read.format("delta").load(path).count()
     return result
+
+
+def _table_events(events: DataFrame, plan: TablePlan) -> DataFrame:
+    """The batch's data events of ``plan``'s table that have something to apply."""
+    return events.where(
+        (F.col("kind") == "data")
+        # a change without the image it needs has nothing to apply (decoders reject such
+        # records; an unpaired before half of a split update ends here)
+        & ((F.col("op") == "t") | F.when(F.col("op") == "d", F.col("before").isNotNull()).otherwise(F.col("after").isNotNull()))
+        & F.col("database").eqNullSafe(F.lit(plan.database))
+        & F.col("schema").eqNullSafe(F.lit(plan.schema))
+        & (F.col("table") == F.lit(plan.table))
+    )
+
+
+def remember_truncate(spark: SparkSession, events: DataFrame, plan: TablePlan, tombstone_path: str) -> None:
+    """Remember the latest truncate of ``plan``'s table in ``events`` (EVENT_SCHEMA rows) when
+    its Delta table does not exist yet (a truncate carries no columns to create it with), so that
+    an older change delivered in a later batch cannot bring a truncated row back."""
+    last = _table_events(events, plan).where(F.col("op") == "t").agg(F.max(F.col("position")).alias("p")).first()["p"]
+    if last is not None:
+        row = spark.createDataFrame([(TRUNCATE_KEY, list(last["order"]), last["text"])], _TOMBSTONE_SCHEMA)
+        _remember(spark, row, tombstone_path)
 
 
 TRUNCATE_KEY = "\u0000truncate"  # the tombstone row that holds the last truncate's position

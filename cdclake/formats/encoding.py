@@ -1,5 +1,4 @@
-"""[HELPERS WRITING ENCODERS: your "common brief" is /work/main/BRIEF-ENCODERS.md -- read it first. The lead removes this line.]
-The encoder contract: canonical change events -> one wire format, the inverse of a decoder.
+"""The encoder contract: canonical change events -> one wire format, the inverse of a decoder.
 
 Every format package has an ``encoder.py`` beside its ``decoder.py`` with one class named after
 the format (``CanalJsonEncoder``), registered in :mod:`cdclake.formats` next to the decoder.
@@ -17,6 +16,10 @@ in the canonical text encoding; ``columns`` as dicts), **in commit order**. The 
 record the format's own ordering coordinate (sequence id, SCN, LSN, ``es``/``id`` ...) so that
 the decoder's ``position.order`` sorts the records back into that order: the default is the
 event's 1-based index in the stream (:func:`sequence_numbers`).
+
+Columns of unknown type (``spark_type`` null: a TUPLE or schemaless Debezium value that was
+null) are handed to encoders as ``string`` by :func:`known_types`, which ``cdclake convert``
+applies to every event: encoders may take ``spark_type`` as set.
 
 Output: :class:`Encoded`, the wire records in commit order plus what the format could not carry
 (``dropped``: reason -> count), which ``cdclake convert`` reports.
@@ -115,3 +118,21 @@ def sequence_numbers(events: list[dict]) -> list[int]:
 def column_types(event: dict) -> dict[str, str]:
     """``{column name: spark_type}`` from an event's ``columns`` (empty when it has none)."""
     return {c["name"]: c["spark_type"] for c in (event.get("columns") or [])}
+
+
+def known_types(event: dict) -> dict:
+    """``event`` with every column of unknown type (``spark_type`` null) typed ``string`` (the
+    canonical text of its values is kept as is); the event itself when no column needs it."""
+    cols = event.get("columns")
+    if not cols or all(c.get("spark_type") for c in cols):
+        return event
+    return {**event, "columns": [c if c.get("spark_type") else {**c, "spark_type": "string"} for c in cols]}
+
+
+def two_level(event: dict) -> dict:
+    """``event`` named the MySQL way (``database.table``): an event named by a schema alone
+    (Qlik names one level, the schema) takes it as its database. Formats with two-level names
+    (canal-json, dts-avro) apply it to every event they encode or carry."""
+    if event.get("database") is None and event.get("schema") is not None:
+        return {**event, "database": event["schema"], "schema": None}
+    return event

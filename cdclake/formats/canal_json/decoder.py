@@ -114,8 +114,8 @@ class CanalJsonDecoder(Decoder):
                        'name', e.key,
                        'source_type', coalesce(element_at(j.mysqlType, e.key), element_at(j.sqlType, e.key)),
                        'spark_type', e.value,
-                       'precision', try_cast(regexp_extract(element_at(j.mysqlType, e.key), '\\\\(\\\\s*([0-9]+)', 1) as int),
-                       'scale', try_cast(regexp_extract(element_at(j.mysqlType, e.key), '\\\\(\\\\s*[0-9]+\\\\s*,\\\\s*([0-9]+)', 1) as int),
+                       'precision', try_cast(nullif(regexp_extract(element_at(j.mysqlType, e.key), '\\\\(\\\\s*([0-9]+)', 1), '') as int),
+                       'scale', try_cast(nullif(regexp_extract(element_at(j.mysqlType, e.key), '\\\\(\\\\s*[0-9]+\\\\s*,\\\\s*([0-9]+)', 1), '') as int),
                        'nullable', cast(null as boolean)))"""
         pk = "(case when size(j.pkNames) > 0 then j.pkNames end)"
         common = dict(

@@ -55,7 +55,7 @@ import base64
 import re
 from collections.abc import Iterable
 
-from cdclake.formats.encoding import Encoded, Encoder, dumps
+from cdclake.formats.encoding import Encoded, Encoder, dumps, two_level
 
 NAME = "canal-json"
 #: most rows in one message
@@ -126,7 +126,7 @@ def mysql_spark_type(type_text: str) -> str:
 def mysql_type(column: dict) -> str:
     """``mysqlType`` text written for a canonical column (see the module docstring)."""
     src = (column.get("source_type") or "").strip()
-    st = column["spark_type"]
+    st = column.get("spark_type") or "string"  # null = unknown (a TUPLE value that was null)
     if src and mysql_spark_type(src) == st:
         return src
     if _DEC.match(st):
@@ -283,7 +283,7 @@ class CanalJsonEncoder(Encoder):
                 messages.append(group)
                 group = None
 
-        for e in events:
+        for e in map(two_level, events):
             reason = self._skip_reason(e)
             if reason:
                 out.dropped[reason] += 1
@@ -389,6 +389,7 @@ class CanalJsonEncoder(Encoder):
 
     def carried(self, event: dict) -> dict | None:
         """``event`` as the canal-json decoder gives it back (see the module docstring)."""
+        event = two_level(event)
         if self._skip_reason(event):
             return None
         out = dict(event)

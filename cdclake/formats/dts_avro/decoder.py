@@ -627,8 +627,8 @@ class DtsAvroDecoder(Decoder):
                         'name', c.name,
                         'source_type', c.source_type,
                         'spark_type', c.t,
-                        'precision', try_cast(regexp_extract(c.t, '^decimal\\\\(([0-9]+),', 1) as int),
-                        'scale', try_cast(regexp_extract(c.t, '^decimal\\\\([0-9]+,([0-9]+)\\\\)', 1) as int),
+                        'precision', try_cast(nullif(regexp_extract(c.t, '^decimal\\\\(([0-9]+),', 1), '') as int),
+                        'scale', try_cast(nullif(regexp_extract(c.t, '^decimal\\\\([0-9]+,([0-9]+)\\\\)', 1), '') as int),
                         'nullable', cast(null as boolean)))"""
         pk = "(case when size(filter(try_element_at(pk_uk, 'PRIMARY'), k -> k is not null and k != '')) > 0 then filter(try_element_at(pk_uk, 'PRIMARY'), k -> k is not null and k != '') end)"
         position = position_sql(["r.id"], "concat_ws(':', cast(r.id as string), nullif(r.sourcePosition, ''))")

@@ -78,7 +78,7 @@ from fastavro import parse_schema, reader, schemaless_reader, schemaless_writer,
 
 from cdclake.formats.dts_avro.decoder import MYSQL_TYPES, NAME
 from cdclake.formats.dts_avro.schema import NAMESPACE, RECORD_SCHEMA
-from cdclake.formats.encoding import Encoded, Encoder, sequence_numbers
+from cdclake.formats.encoding import Encoded, Encoder, sequence_numbers, two_level
 
 PARSED_SCHEMA = parse_schema(RECORD_SCHEMA)
 
@@ -294,6 +294,7 @@ class DtsAvroEncoder(Encoder):
 
     def _plan(self, event: dict, rid: int) -> tuple[dict | None, dict | None, Counter]:
         """(Record, the event as decoded, what was dropped) for ``event`` written with id ``rid``."""
+        event = two_level(event)
         drops: Counter = Counter()
         kind, op = event.get("kind"), event.get("op")
         ms = event.get("event_time_ms")
@@ -322,7 +323,7 @@ class DtsAvroEncoder(Encoder):
             "kind": kind, "op": None, "database": event.get("database"), "schema": event.get("schema"),
             "table": event.get("table"), "before": None, "after": None, "present": None, "primary_key": None,
             "columns": None, "tx_id": event.get("tx_id") or None, "tx_seq": None, "tx_last": None, "tx_size": None,
-            "ddl": None, "event_time_ms": None if ms is None else _seconds(ms) * 1000,
+            "ddl": None, "event_time_ms": _seconds(ms) * 1000,  # sourceTimestamp is required: an unknown time is written 0
         }  # fmt: skip
         if kind == "heartbeat":
             rec.update(operation="HEARTBEAT", objectName=None)

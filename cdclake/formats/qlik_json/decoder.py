@@ -160,8 +160,8 @@ def qlik_to_spark_sql(type_text: str, precision: str, scale: str) -> str:
     t = f"upper(trim({type_text}))"
     bind = {
         "base": f"regexp_extract({t}, '^([A-Z0-9_]+)', 1)",
-        "p": f"coalesce(try_cast(regexp_extract({t}, '\\\\(\\\\s*([0-9]+)', 1) as int), {precision})",
-        "s": f"coalesce(try_cast(regexp_extract({t}, '\\\\(\\\\s*[0-9]+\\\\s*,\\\\s*([0-9]+)', 1) as int), {scale}, 0)",
+        "p": f"coalesce(try_cast(nullif(regexp_extract({t}, '\\\\(\\\\s*([0-9]+)', 1), '') as int), {precision})",
+        "s": f"coalesce(try_cast(nullif(regexp_extract({t}, '\\\\(\\\\s*[0-9]+\\\\s*,\\\\s*([0-9]+)', 1), '') as int), {scale}, 0)",
     }
     body = """(case
       when x.base in ('INT1','INT2','INT4','UINT1','UINT2') then 'int'
