@@ -51,7 +51,6 @@ def fixture_lines(rel: str, tmp_path: Path) -> Path:
 def decode_file(spark, fmt: str, path: Path, **options):
     """Decode one JSON-lines file with the named format; returns (decoded DataFrame, list of
     event dicts in input order, list of reject rows)."""
-    from pyspark.sql import functions as F
 
     from cdclake import formats
     from cdclake.formats.base import DecodeOptions

@@ -18,6 +18,9 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from cdclake import formats
@@ -33,6 +36,31 @@ COMPARED = (
 )
 
 SUFFIX = {"lines": ".jsonl", "avro": ".avro", "parquet": ".parquet"}
+
+#: hypothesis examples per format of the decode round trip (seconds each) and of the scrambled
+#: ingest (minutes each on a 2-core machine: several Delta commits per batch, twice over)
+DECODE_EXAMPLES = 8
+INGEST_EXAMPLES = 3
+_SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def decode_property(test):
+    """Decorator: run ``test(..., seed)`` as a hypothesis property over workload seeds."""
+    return settings(max_examples=DECODE_EXAMPLES, **_SETTINGS)(given(seed=st.integers(0, 2**32 - 1))(test))
+
+
+def ingest_property(test):
+    """Decorator: run ``test(..., seed, shuffle_seed, batches, duplicate)`` as a hypothesis
+    property: a workload seed, a shuffle seed, 1-3 batches, up to 40 % of units delivered twice."""
+    strategies = dict(
+        seed=st.integers(0, 2**32 - 1),
+        shuffle_seed=st.integers(0, 2**32 - 1),
+        batches=st.integers(1, 3),
+        duplicate=st.floats(0, 0.4),
+    )
+    # each batch ingest runs several Delta commits: 15-20 s idle, 1-2 min on a loaded machine;
+    # an example ingests up to 3 batches twice, more than the suite's default per-test limit
+    return pytest.mark.timeout(2700)(settings(max_examples=INGEST_EXAMPLES, **_SETTINGS)(given(**strategies)(test)))
 
 
 def subset(encoder: Encoder, encoded: Encoded, indexes: list[int]) -> Encoded:

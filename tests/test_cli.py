@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
-import pytest
 
 from cdclake.cli import main
 from tests.conftest import REPO, fixture_path

@@ -9,7 +9,6 @@ Paimon ``kafka/canal/database/schemaevolution/topic0`` and ``kafka/aliyun/table/
 from __future__ import annotations
 
 from datetime import datetime
-from decimal import Decimal
 
 from cdclake.pipeline import IngestConfig, ingest
 from tests.conftest import fixture_lines, fixture_path

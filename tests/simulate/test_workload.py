@@ -8,7 +8,6 @@ small workloads; the pure-Python checks run on more and larger ones.
 
 from __future__ import annotations
 
-import base64
 import re
 from datetime import date, datetime
 from decimal import Decimal
@@ -16,7 +15,7 @@ from decimal import Decimal
 import pytest
 
 from cdclake.model import EVENT_COLUMNS, EVENT_SCHEMA
-from cdclake.simulate import SimResult, Workload, encode_value, split_batches
+from cdclake.simulate import SimResult, Workload, split_batches
 from tests.oracle import assert_lake_equals_final, canon, decode_value, read_lake_table, replay, same_rows  # noqa: F401
 
 #: small workloads for the Spark tests; each holds inserts, updates (some changing the key),

@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import json
 
-import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from cdclake import formats
 from cdclake.formats.canal_json import CanalJsonEncoder
 from cdclake.formats.canal_json.encoder import mysql_spark_type
 from cdclake.simulate import Workload
-from tests.roundtrip import decode_round_trip, ingest_scrambled
+from tests.roundtrip import decode_property, decode_round_trip, ingest_property, ingest_scrambled
 
 FMT = "canal-json"
 
@@ -164,25 +161,14 @@ def test_decode_round_trip_of_a_workload(spark, tmp_path):
     assert decoded == carried
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2**31 - 1))
+@decode_property
 def test_decode_round_trip_property(spark, tmp_path_factory, seed):
     events = Workload(seed, events=60, tables=3).generate().events
     decoded, carried = decode_round_trip(spark, FMT, events, tmp_path_factory.mktemp("canal-rt"))
     assert decoded == carried
 
 
-# Each ingest of a batch runs several Delta commits (changelog, one MERGE per table, tombstones,
-# schema history, progress): 15-20 s on an idle 2-core machine, 1-2 min on a loaded one, and an
-# example ingests up to 3 batches twice. The suite's 900 s per-test limit is too short here.
-@pytest.mark.timeout(2700)
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    seed=st.integers(0, 2**31 - 1),
-    shuffle_seed=st.integers(0, 2**31 - 1),
-    batches=st.integers(1, 3),
-    duplicate=st.floats(0, 0.4),
-)
+@ingest_property
 def test_scrambled_ingest_matches_the_oracle(spark, tmp_path_factory, seed, shuffle_seed, batches, duplicate):
     # Canal messages carry the key (pkNames): no primary_keys needed
     events = Workload(seed, events=80).generate().events

@@ -13,12 +13,10 @@ from __future__ import annotations
 import json
 from unittest import mock
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from cdclake.formats.datahub_tuple import DatahubTupleEncoder
 from cdclake.simulate import Workload, workload
-from tests.roundtrip import decode_round_trip, ingest_scrambled
+from tests.roundtrip import decode_property, decode_round_trip, ingest_property, ingest_scrambled
 
 FMT = "datahub-tuple"
 
@@ -127,21 +125,14 @@ def test_round_trip_workload(spark, tmp_path):
     assert decoded == carried
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2**32 - 1))
+@decode_property
 def test_round_trip_property(spark, tmp_path_factory, seed):
     res = Workload(seed, events=60, tables=3).generate()
     decoded, carried = decode_round_trip(spark, FMT, res.events, tmp_path_factory.mktemp("tuple"), primary_keys=keys(res))
     assert decoded == carried
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    seed=st.integers(0, 2**32 - 1),
-    shuffle_seed=st.integers(0, 2**32 - 1),
-    batches=st.integers(1, 3),
-    duplicate=st.floats(0, 0.4),
-)
+@ingest_property
 def test_ingest_scrambled_property(spark, tmp_path_factory, seed, shuffle_seed, batches, duplicate):
     # RESTRICTION (harness, tests/oracle.py): a TUPLE record carries no types, so a NULL value
     # (JSON null) has none: the decoder leaves its spark_type null and the applier takes the

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from cdclake.formats.dataworks_json import DataWorksJsonEncoder
 from cdclake.simulate import Workload
-from tests.roundtrip import decode_round_trip, ingest_scrambled
+from tests.roundtrip import decode_property, decode_round_trip, ingest_property, ingest_scrambled
 
 FMT = "dataworks-json"
 
@@ -200,21 +198,14 @@ def test_round_trip_with_heartbeats(spark, tmp_path):
     assert len(decoded) == len(events)
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2**32 - 1))
+@decode_property
 def test_round_trip_property(spark, tmp_path_factory, seed):
     events = Workload(seed, events=60, tables=3, heartbeats=False).generate().events
     decoded, carried = decode_round_trip(spark, FMT, events, tmp_path_factory.mktemp("dw"))
     assert decoded == carried
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    seed=st.integers(0, 2**32 - 1),
-    shuffle_seed=st.integers(0, 2**32 - 1),
-    batches=st.integers(1, 3),
-    duplicate=st.floats(0, 0.4),
-)
+@ingest_property
 def test_ingest_scrambled_property(spark, tmp_path_factory, seed, shuffle_seed, batches, duplicate):
     # DataWorks messages carry the key (schema.primaryKey): no primary_keys configuration
     events = Workload(seed, events=80).generate().events

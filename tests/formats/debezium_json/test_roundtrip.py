@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import json
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +19,7 @@ from cdclake.formats.debezium_json import DebeziumJsonEncoder
 from cdclake.formats.debezium_json.encoder import FIRST_POS, POS_STEP, wire_value
 from cdclake.model import qualified_name
 from cdclake.simulate import Workload
-from tests.roundtrip import comparable, decode_paths, decode_round_trip, ingest_scrambled
+from tests.roundtrip import comparable, decode_paths, decode_round_trip, ingest_property, ingest_scrambled
 
 FMT = "debezium-json"
 
@@ -259,17 +258,7 @@ def primary_keys(events: list[dict]) -> dict[str, list[str]]:
     return out
 
 
-# Each ingest of a batch runs several Delta commits (changelog, one MERGE per table, tombstones,
-# schema history, progress): 15-20 s on an idle 2-core machine, 1-2 min on a loaded one, and an
-# example ingests up to 3 batches twice. The suite's 900 s per-test limit is too short here.
-@pytest.mark.timeout(2700)
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    seed=st.integers(0, 2**31 - 1),
-    shuffle_seed=st.integers(0, 2**31 - 1),
-    batches=st.integers(1, 3),
-    duplicate=st.floats(0, 0.4),
-)
+@ingest_property
 def test_scrambled_ingest_matches_the_oracle(spark, tmp_path_factory, seed, shuffle_seed, batches, duplicate):
     events = Workload(seed, events=80).generate().events
     ingest_scrambled(

@@ -11,13 +11,11 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from cdclake.formats.dts_avro import DtsAvroEncoder
 from cdclake.formats.dts_avro.encoder import read_container, read_datum
 from cdclake.simulate import Workload
-from tests.roundtrip import decode_round_trip, ingest_scrambled
+from tests.roundtrip import decode_property, decode_round_trip, ingest_property, ingest_scrambled
 
 FMT = "dts-avro"
 NS = "com.alibaba.dts.formats.avro."
@@ -227,21 +225,14 @@ def test_round_trip_workload(spark, tmp_path):
     assert decoded == carried
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2**32 - 1))
+@decode_property
 def test_round_trip_property(spark, tmp_path_factory, seed):
     events = Workload(seed, events=60, tables=3).generate().events
     decoded, carried = decode_round_trip(spark, FMT, events, tmp_path_factory.mktemp("dts"))
     assert decoded == carried
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    seed=st.integers(0, 2**32 - 1),
-    shuffle_seed=st.integers(0, 2**32 - 1),
-    batches=st.integers(1, 3),
-    duplicate=st.floats(0, 0.4),
-)
+@ingest_property
 def test_ingest_scrambled_property(spark, tmp_path_factory, seed, shuffle_seed, batches, duplicate):
     # DTS records carry the key (tags.pk_uk_info): no primary_keys configuration. Restricted to
     # the columns whose type survives a NULL value: see typed_when_null.

@@ -21,14 +21,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from cdclake.formats.qlik_json import QlikJsonEncoder
 from cdclake.formats.qlik_json.encoder import describe, mask, qlik_column
 from cdclake.simulate import Workload
 from tests.conftest import fixture_path
-from tests.roundtrip import decode_round_trip, ingest_scrambled
+from tests.roundtrip import decode_property, decode_round_trip, ingest_property, ingest_scrambled
 
 FMT = "qlik-json"
 MODEL = "qlik-replicate/jcustenborder-attunity-json-converter/src/test/resources/com/github/jcustenborder/kafka/conversion/attunity/model"
@@ -240,20 +238,13 @@ def test_round_trip_workload(spark, tmp_path):
     assert any(e["kind"] == "ddl" for e in carried) and any(e["present"] and e["op"] == "u" for e in decoded)
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2**32 - 1))
+@decode_property
 def test_round_trip_property(spark, tmp_path_factory, seed):
     events = Workload(seed, events=60, tables=3).generate().events
     assert_round_trip(spark, events, tmp_path_factory.mktemp("qlik"))
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    seed=st.integers(0, 2**32 - 1),
-    shuffle_seed=st.integers(0, 2**32 - 1),
-    batches=st.integers(1, 3),
-    duplicate=st.floats(0, 0.4),
-)
+@ingest_property
 def test_ingest_scrambled_property(spark, tmp_path_factory, seed, shuffle_seed, batches, duplicate):
     # Qlik metadata messages carry the key (primaryKeyPosition): no primary_keys configuration.
     # The decoder ties a DT to its MD within one batch only: Encoded.units keeps each MD with the

@@ -13,12 +13,10 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from cdclake.formats.shareplex_json import ShareplexJsonEncoder
 from cdclake.simulate import Workload
-from tests.roundtrip import decode_round_trip, ingest_scrambled
+from tests.roundtrip import decode_property, decode_round_trip, ingest_property, ingest_scrambled
 
 FMT = "shareplex-json"
 
@@ -125,21 +123,14 @@ def test_round_trip_workload(spark, tmp_path):
     assert decoded == carried
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2**32 - 1))
+@decode_property
 def test_round_trip_property(spark, tmp_path_factory, seed):
     res = Workload(seed, events=60, tables=3).generate()
     decoded, carried = decode_round_trip(spark, FMT, res.events, tmp_path_factory.mktemp("splex"), primary_keys=keys(res))
     assert decoded == carried
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    seed=st.integers(0, 2**32 - 1),
-    shuffle_seed=st.integers(0, 2**32 - 1),
-    batches=st.integers(1, 3),
-    duplicate=st.floats(0, 0.4),
-)
+@ingest_property
 def test_ingest_scrambled_property(spark, tmp_path_factory, seed, shuffle_seed, batches, duplicate):
     # RESTRICTION (applier bug, see test_keyless_partial_update_replaces_the_row below): tables=2
     # keeps the two keyed tables (customers, order_lines) and leaves out the keyless audit_log.
