@@ -21,13 +21,14 @@ _FLOAT_RE = r"^\\s*([+-]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][+-]?[0-9]+)?|NaN|[+-]
 _INTEGRAL = "('tinyint','smallint','int','bigint')"
 
 
-def let(bindings: dict[str, str], body: str) -> str:
+def let(bindings: dict[str, str], body: str, var: str = "x") -> str:
     """SQL expression: ``body`` evaluated with each name of ``bindings`` bound once to its
-    expression (``x.<name>`` in ``body``). Spark does not eliminate common subexpressions
-    inside lambda functions, so an expression used many times in a CASE over image entries is
-    computed once this way."""
+    expression (``<var>.<name>`` in ``body``; ``var`` defaults to ``x``, another name lets one
+    ``let`` nest in another). Spark does not eliminate common subexpressions inside lambda
+    functions, so an expression used many times in a CASE over image entries is computed once
+    this way."""
     fields = ", ".join(f"'{k}', {v}" for k, v in bindings.items())
-    return f"element_at(transform(array(named_struct({fields})), x -> {body}), 1)"
+    return f"element_at(transform(array(named_struct({fields})), {var} -> {body}), 1)"
 
 
 def mysql_to_spark_sql(type_text: str) -> str:
@@ -118,6 +119,9 @@ def normalize_sql(value: str, spark_type: str, binary_input: str = "base64") -> 
                                         else date_format({ts}, '{TS_FORMAT}') end)
       when {t} = 'binary' then {binary}
       else {v} end)"""
+    # ``ok`` reads the canonical text (``y.c``) where its nullness says whether the value was
+    # readable, so dates and timestamps are parsed once
+    c = "y.c"
     ok = f"""(case
       when {v} is null or {t} = 'string' then true
       when {t} in {_INTEGRAL} then trim({v}) rlike '^[+-]?[0-9]+$' and (case
@@ -127,12 +131,11 @@ def normalize_sql(value: str, spark_type: str, binary_input: str = "base64") -> 
                                      else try_cast(trim({v}) as bigint) is not null end)
       when {t} like 'decimal%' then {v} rlike '{_NUMERIC_RE}'
       when {t} in ('float','double') then {v} rlike '{_FLOAT_RE}'
-      when {t} = 'boolean' then lower(trim({v})) in ('true','false','1','0')
-      when {t} = 'date' then {zero_date} or try_cast(substr(trim({v}), 1, 10) as date) is not null
-      when {t} = 'timestamp' then {zero_date} or {ts} is not null
+      when {t} = 'boolean' then {c} is not null
+      when {t} in ('date', 'timestamp') then {zero_date} or {c} is not null
       when {t} = 'binary' then {binary_ok}
       else true end)"""
-    return let({"v": value, "t": f"lower({spark_type})"}, f"named_struct('value', {canon}, 'ok', {ok})")
+    return let({"v": value, "t": f"lower({spark_type})"}, let({"c": canon}, f"named_struct('value', {c}, 'ok', {ok})", "y"))
 
 
 def normalize_image_sql(image: str, types: str, binary_input: str = "base64") -> str:
@@ -143,10 +146,9 @@ def normalize_image_sql(image: str, types: str, binary_input: str = "base64") ->
     """
     norm = normalize_sql("v", f"coalesce(element_at({types}, k), 'string')", binary_input)
     checked = f"transform_values({image}, (k, v) -> {norm})"
-    return (
-        f"named_struct('image', transform_values({checked}, (k, v) -> v.value), "
-        f"'ok', coalesce(forall(map_values({checked}), x -> x.ok), true))"
-    )
+    # bound once: the normalization is the costly part and both fields read it
+    body = "named_struct('image', transform_values(n.c, (k, v) -> v.value), 'ok', coalesce(forall(map_values(n.c), e -> e.ok), true))"
+    return let({"c": checked}, body, "n")
 
 
 def cast_sql(value: str, spark_type: str) -> str:
