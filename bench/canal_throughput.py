@@ -85,6 +85,7 @@ def main() -> None:
     decoded = formats.get("canal-json").decode(read_lines(spark, [str(path)]), DecodeOptions())
     decoded.select(F.explode("events").alias("e")).select("e.*").write.format("noop").mode("overwrite").save()
     decode_s = time.perf_counter() - t
+    print(f"decode: {decode_s:8.1f} s  {args.events / decode_s:10.0f} events/s", flush=True)
 
     target = OUT / "lake"
     shutil.rmtree(target, ignore_errors=True)

@@ -73,6 +73,9 @@ def get_spark(master: str | None = None, app_name: str = "cdclake", conf: dict |
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
+        # local mode runs everything in the driver JVM, whose default heap (1 GiB) is too small
+        # to persist a batch of a million decoded records; ignored when the JVM already runs
+        .config("spark.driver.memory", os.environ.get("CDCLAKE_DRIVER_MEMORY", "6g"))
         .config("spark.jars", ",".join(spark_jars()))
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")

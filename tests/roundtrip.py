@@ -90,14 +90,19 @@ def comparable(event: dict) -> dict:
     out = {k: event.get(k) for k in COMPARED}
     if out["columns"] is not None:
         out["columns"] = [dict(c) for c in out["columns"]]
-        # a float or double has more than one canonical text ('83300.00', '83300.0'; the JVM's
-        # Double.toString before JDK 19 is not always the shortest): compare those as numbers
-        floats = {c["name"] for c in out["columns"] if c.get("spark_type") in ("float", "double")}
-        if floats:
-            for img in ("before", "after"):
-                if out[img]:
-                    out[img] = {k: (float(v) if k in floats and v is not None else v) for k, v in out[img].items()}
     return out
+
+
+def floats_as_numbers(event: dict) -> dict:
+    """``event`` (a :func:`comparable` dict) with the image values of float and double columns
+    as Python floats: a double has more than one canonical text ('83300.00' written by one
+    format, '83300.0' read back by another; the JVM 17's ``Double.toString`` is not always the
+    shortest), so conversions between formats compare them as numbers."""
+    floats = {c["name"] for c in event["columns"] or [] if c.get("spark_type") in ("float", "double")}
+    if not floats:
+        return event
+    num = lambda img: img and {k: (float(v) if k in floats and v is not None else v) for k, v in img.items()}  # noqa: E731
+    return {**event, "before": num(event["before"]), "after": num(event["after"])}
 
 
 def decode_round_trip(spark, fmt: str, events: list[dict], tmp_path: Path, **options) -> tuple[list[dict], list[dict]]:
