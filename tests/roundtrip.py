@@ -40,7 +40,7 @@ SUFFIX = {"lines": ".jsonl", "avro": ".avro", "parquet": ".parquet"}
 #: hypothesis examples per format of the decode round trip (seconds each) and of the scrambled
 #: ingest (minutes each on a 2-core machine: several Delta commits per batch, twice over)
 DECODE_EXAMPLES = 8
-INGEST_EXAMPLES = 3
+INGEST_EXAMPLES = 2
 _SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
