@@ -115,6 +115,12 @@ def sequence_numbers(events: list[dict]) -> list[int]:
     return list(range(1, len(events) + 1))
 
 
+def first_event_time_ms(events: list[dict]) -> int:
+    """The first event time (ms) of ``events``, 0 when none has one: the start of sequence ids
+    shaped ``base_ms * 10**6 + k`` (DataWorks ``sequenceId``, TUPLE ``_sequence_id_``)."""
+    return next((e["event_time_ms"] for e in events if e.get("event_time_ms") is not None), 0)
+
+
 def column_types(event: dict) -> dict[str, str]:
     """``{column name: spark_type}`` from an event's ``columns`` (empty when it has none)."""
     return {c["name"]: c["spark_type"] for c in (event.get("columns") or [])}

@@ -70,7 +70,7 @@ from collections import Counter
 from collections.abc import Iterable
 from datetime import date, datetime
 
-from cdclake.formats.encoding import Encoded, Encoder, column_types, dumps
+from cdclake.formats.encoding import Encoded, Encoder, column_types, dumps, first_event_time_ms
 
 NAME = "dataworks-json"
 VERSION = "0.0.1"
@@ -184,9 +184,7 @@ class DataWorksJsonEncoder(Encoder):
 
     def encode(self, events: Iterable[dict]) -> Encoded:
         events = list(events)
-        base = self.base_ms
-        if base is None:
-            base = next((e["event_time_ms"] for e in events if e.get("event_time_ms") is not None), 0)
+        base = self.base_ms if self.base_ms is not None else first_event_time_ms(events)
         out = Encoded(records=[], units=[], dropped=Counter())
         k = 0
         for e in events:
