@@ -9,23 +9,22 @@ Counting: every input record is either decoded (zero or more canonical events) o
 
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from delta.tables import DeltaTable
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdclake import formats
 from cdclake.apply import audit
-from cdclake.apply.delta_table import ApplyResult, apply_table, remember_truncate
-from cdclake.apply.plan import plan_tables
+from cdclake.apply.batch import apply_batch, table_path  # noqa: F401  (table_path: public helper)
+from cdclake.apply.delta_table import ApplyResult
 from cdclake.errors import CdclakeError
 from cdclake.formats.base import Decoder, DecodeOptions
-from cdclake.normalize import pair_update_halves
 from cdclake.sources.files import resolve_inputs
 
 
@@ -90,16 +89,6 @@ def check_target(target: str) -> str:
     return str(path)
 
 
-def table_path(target: str, name: str) -> str:
-    """Where the Delta table of source table ``name`` (qualified, dots kept) lives."""
-    return str(Path(target) / name)
-
-
-def tombstone_path(target: str, name: str) -> str:
-    """Where the applier remembers the deletes and truncates of table ``name``."""
-    return str(Path(target) / audit.TOMBSTONES / name)
-
-
 def ingest(spark: SparkSession, config: IngestConfig) -> IngestSummary:
     """Ingest files of messages into Delta tables under ``config.target``.
 
@@ -113,7 +102,18 @@ def ingest(spark: SparkSession, config: IngestConfig) -> IngestSummary:
     options = DecodeOptions(
         primary_keys=config.primary_keys, canal_dts_inverted=config.canal_dts_inverted, extra=config.extra
     )
-    return ingest_batch(spark, raw, decoder, options, target)
+    return ingest_batch(spark, raw, decoder, options, target, file_set_txn(files))
+
+
+def file_set_txn(files: list[str]) -> audit.Txn:
+    """The identity of a file ingest for Delta's idempotent appends: the files (path, size,
+    modification time), so ingesting the same unchanged files again appends nothing to the
+    changelog, rejects and deletes tables. A changed or different file set is a new batch."""
+    h = hashlib.sha1()
+    for f in sorted(files):
+        st = os.stat(f)
+        h.update(f"{f}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
+    return audit.Txn(f"cdclake-files-{h.hexdigest()}", 0)
 
 
 def detect_format(files: list[str], sample_size: int = 20) -> Decoder:
@@ -147,11 +147,23 @@ def detect_format(files: list[str], sample_size: int = 20) -> Decoder:
 
 
 def ingest_batch(
-    spark: SparkSession, raw: DataFrame, decoder: Decoder, options: DecodeOptions, target: str
+    spark: SparkSession,
+    raw: DataFrame,
+    decoder: Decoder,
+    options: DecodeOptions,
+    target: str,
+    txn: audit.Txn | None = None,
 ) -> IngestSummary:
-    """Decode ``raw`` (RAW_SCHEMA) with ``decoder`` and apply it to the tables under ``target``."""
+    """Decode ``raw`` (RAW_SCHEMA) with ``decoder`` and apply it to the tables under ``target``.
+
+    Spark work per batch: the decode (cached) with one count per error code; the events
+    (cached) with one planning aggregate; then the writes (see :mod:`cdclake.apply.batch`).
+    ``txn`` makes the appends idempotent (see :class:`cdclake.apply.audit.Txn`).
+    """
     summary = IngestSummary(decoder.name)
+    audit.check_layout(target)
     decoded = decoder.decode(raw, options).persist(StorageLevel.MEMORY_AND_DISK)
+    events = None
     try:
         counts = decoded.groupBy("error_code").agg(F.count(F.lit(1)).alias("n"), F.sum(F.size("events")).alias("e")).collect()
         for row in counts:
@@ -162,9 +174,10 @@ def ingest_batch(
             else:
                 summary.rejected += row["n"]
                 summary.reject_codes[row["error_code"]] = row["n"]
-        if summary.rejected:
-            audit.write_rejects(spark, decoded.where(F.col("error_code").isNotNull()), decoder.name, target)
+        reject_task = [lambda: audit.write_rejects(decoded.where(F.col("error_code").isNotNull()), decoder.name, target, txn)]
         if summary.events == 0:
+            if summary.rejected:
+                reject_task[0]()
             return summary
         events = (
             decoded.where(F.col("error_code").isNull())
@@ -172,34 +185,24 @@ def ingest_batch(
             .select("e.*")
             .persist(StorageLevel.MEMORY_AND_DISK)
         )
-        try:
-            summary.tables.extend(apply_events(spark, events, target, options.primary_keys))
-        finally:
-            events.unpersist()
+        summary.tables.extend(
+            apply_batch(spark, events, target, options.primary_keys, txn, side_tasks=reject_task if summary.rejected else None)
+        )
     finally:
+        if events is not None:
+            events.unpersist()
         decoded.unpersist()
     return summary
 
 
 def apply_events(
-    spark: SparkSession, events: DataFrame, target: str, primary_keys: dict[str, list[str]] | None = None
+    spark: SparkSession,
+    events: DataFrame,
+    target: str,
+    primary_keys: dict[str, list[str]] | None = None,
+    txn: audit.Txn | None = None,
 ) -> list[ApplyResult]:
-    """Apply canonical events (EVENT_SCHEMA rows, any format) to the tables under ``target``:
-    changelog first, then one MERGE per table, schema history, progress. ``events`` should be
-    persisted by the caller: it is read once per table."""
-    results: list[ApplyResult] = []
-    audit.write_changelog(spark, events, target)
-    events = pair_update_halves(events)
-    for plan in plan_tables(events, primary_keys):
-        path = table_path(target, plan.name)
-        # a batch may hold only a truncate, which carries no columns: apply it to the table
-        if plan.columns or (plan.counts.get("t") and DeltaTable.isDeltaTable(spark, path)):
-            result = apply_table(spark, events, plan, path, tombstone_path(target, plan.name))
-            results.append(result)
-            audit.record_schema_change(spark, target, plan.name, path, result.schema_changes, plan.ddl)
-        else:
-            if plan.counts.get("t"):  # a truncate of a table not created yet still counts
-                remember_truncate(spark, events, plan, tombstone_path(target, plan.name))
-            audit.record_schema_change(spark, target, plan.name, path, [], plan.ddl)
-    audit.update_progress(spark, events, target)
-    return results
+    """Apply canonical events (EVENT_SCHEMA rows, any format) to the tables under ``target``
+    (see :func:`cdclake.apply.batch.apply_batch`). ``events`` should be persisted by the caller:
+    it is read once per table."""
+    return apply_batch(spark, events, target, primary_keys, txn)

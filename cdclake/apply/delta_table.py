@@ -1,4 +1,4 @@
-"""Apply one batch of canonical events to one Delta table (SCD type 1).
+"""Apply one batch of canonical events to one Delta table (SCD type 1), in one Delta commit.
 
 Semantics (DESIGN.md, "Semantics the applier guarantees"):
 
@@ -13,11 +13,21 @@ Semantics (DESIGN.md, "Semantics the applier guarantees"):
   partial updates of one key meet in a batch (they are folded column by column);
 * a full image sets every column: a column missing from the image is NULL;
 * ``t`` (truncate) removes every row older than the truncate and every older event of the batch;
+  the latest truncate's position is kept in the table's progress row (:class:`TableState`), so
+  older events arriving in later batches are dropped too, also when the table did not exist yet;
+* the position of every delete is kept in ``_cdclake/deletes`` (see :mod:`cdclake.apply.audit`),
+  and a batch holding changes older than the table's latest delete is checked against it, so an
+  older change arriving in a later batch cannot bring a deleted row back;
 * tables without a key match on all columns (the whole before image).
 
+Commits per batch and table: one (the MERGE, or the write that creates the table); a truncate
+adds a DELETE, a schema change an ALTER TABLE (rare events).
+
 Target tables hold the source columns (source names and types) plus :data:`META_COLUMNS`, and use
-Delta column mapping (``name`` mode, so source names such as ``#alibaba_rds_row_id#`` are legal
-and columns can later be renamed or dropped) and type widening.
+Delta column mapping (``name`` mode, so source names such as ``#alibaba_rds_row_id#`` or names
+with spaces are legal and columns can later be renamed or dropped). Type widening (the
+``typeWidening`` table feature, which delta-rs cannot read yet) is enabled on a table only when
+one of its columns widens in place.
 """
 
 from __future__ import annotations
@@ -25,11 +35,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 
 from cdclake.apply import types as T
-from cdclake.apply.plan import TablePlan
+from cdclake.apply.plan import TablePlan, order_key, ranked_key
+from cdclake.normalize import pair_update_halves
 from cdclake.values import cast_sql
 
 #: metadata columns added to every target table
@@ -40,15 +51,30 @@ META_COLUMNS = {
     "_cdc_event_time_ms": "bigint",  # its commit time at the source, ms since epoch
 }
 
+#: properties of a new target table: column mapping only (read by Spark and delta-rs alike)
 TABLE_PROPERTIES = {
     "delta.columnMapping.mode": "name",
-    "delta.enableTypeWidening": "true",
 }
 
 
 def q(name: str) -> str:
     """Back-quote an identifier for Spark SQL."""
     return "`" + name.replace("`", "``") + "`"
+
+
+@dataclass
+class TableState:
+    """What earlier batches left for a table (its row in the progress table, ``source`` null).
+
+    delete_position: ``position.order`` of the latest delete ever applied (None: no delete yet).
+    truncate_position / truncate_position_text: the latest truncate's position.
+    rows: the table's row count after the last batch (None: unknown).
+    """
+
+    delete_position: list | None = None
+    truncate_position: list | None = None
+    truncate_position_text: str | None = None
+    rows: int | None = None
 
 
 @dataclass
@@ -62,32 +88,41 @@ class ApplyResult:
     truncated: int = 0
     rows_now: int = 0
     schema_changes: list[str] = field(default_factory=list)
+    #: the table's source columns after the batch (``name type, ...``) when the schema changed
+    schema: str | None = None
+    #: the table's Delta version after the schema change, when there was one
+    schema_version: int | None = None
 
 
-def ensure_table(spark: SparkSession, path: str, plan: TablePlan) -> tuple[dict[str, str], list[str]]:
-    """Create the Delta table at ``path`` or evolve it to hold ``plan.columns``.
+@dataclass
+class TableApply:
+    """One table's part of a batch: its result, the batch's winning deletes of the table
+    (``table string, key string, position array<decimal(38,0)>, position_text string``; None when
+    there are none) and the cached frames to release once the batch is done."""
+
+    result: ApplyResult
+    deletes: DataFrame | None = None
+    cached: list[DataFrame] = field(default_factory=list)
+    #: false when the batch only held a truncate of a table that does not exist yet
+    touched: bool = True
+
+
+def _columns_of(plan: TablePlan) -> dict[str, str]:
+    cols = dict(plan.columns)
+    for k in plan.key:
+        cols.setdefault(k, "string")
+    return cols
+
+
+def evolve_table(spark: SparkSession, path: str, plan: TablePlan) -> tuple[dict[str, str], list[str]]:
+    """Evolve the existing Delta table at ``path`` to hold ``plan.columns``.
 
     New columns are added; a column whose batch type is wider than its table type is widened
-    (in place where Delta's type widening allows, else by rewriting the table). Returns the
-    table's source columns (name -> Spark type, table order) and a list of human-readable
-    schema changes (empty when nothing changed).
+    (in place where Delta's type widening allows, enabling the feature on the table first, else
+    by rewriting the table). Returns the table's source columns (name -> Spark type, table
+    order) and human-readable schema changes (empty when nothing changed).
     """
     changes: list[str] = []
-    if not DeltaTable.isDeltaTable(spark, path):
-        builder = DeltaTable.createIfNotExists(spark).location(path)
-        cols = dict(plan.columns)
-        for k in plan.key:
-            cols.setdefault(k, "string")
-        for name, typ in cols.items():
-            builder = builder.addColumn(name, typ)
-        for name, typ in META_COLUMNS.items():
-            builder = builder.addColumn(name, typ)
-        for k, v in TABLE_PROPERTIES.items():
-            builder = builder.property(k, v)
-        builder.execute()
-        changes.append("create table (" + ", ".join(f"{n} {t}" for n, t in cols.items()) + ")")
-        return cols, changes
-
     current = _source_columns(spark, path)
     added = {n: t for n, t in plan.columns.items() if n not in current}
     if added:
@@ -95,53 +130,199 @@ def ensure_table(spark: SparkSession, path: str, plan: TablePlan) -> tuple[dict[
         spark.sql(f"ALTER TABLE delta.{q(path)} ADD COLUMNS ({cols_sql})")
         changes.append("add columns (" + ", ".join(f"{n} {t}" for n, t in added.items()) + ")")
     rewrite: dict[str, str] = {}
+    in_place: dict[str, str] = {}
     for n, t in plan.columns.items():
         if n in current:
             wide = T.widen(current[n], t)
             if wide != T.normalize(current[n]):
-                if T.can_widen_in_place(current[n], wide):
-                    spark.sql(f"ALTER TABLE delta.{q(path)} ALTER COLUMN {q(n)} TYPE {wide}")
-                else:
-                    rewrite[n] = wide
+                (in_place if T.can_widen_in_place(current[n], wide) else rewrite)[n] = wide
                 changes.append(f"widen {n} {current[n]} -> {wide}")
+    if in_place:
+        spark.sql(f"ALTER TABLE delta.{q(path)} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
+        for n, wide in in_place.items():
+            spark.sql(f"ALTER TABLE delta.{q(path)} ALTER COLUMN {q(n)} TYPE {wide}")
     if rewrite:
         df = spark.read.format("delta").load(path)
         df = df.select([F.col(q(c)).cast(rewrite[c]).alias(c) if c in rewrite else F.col(q(c)) for c in df.columns])
         df.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
-    return _source_columns(spark, path), changes
+    return (_source_columns(spark, path) if changes else current), changes
 
 
 def _source_columns(spark: SparkSession, path: str) -> dict[str, str]:
-    schema = spark.read.format("delta").load(path).schema
+    schema = DeltaTable.forPath(spark, path).toDF().schema
     return {f.name: f.dataType.simpleString() for f in schema.fields if f.name not in META_COLUMNS}
 
 
-def apply_table(
-    spark: SparkSession, events: DataFrame, plan: TablePlan, path: str, tombstone_path: str | None = None
-) -> ApplyResult:
-    """MERGE the batch's data events for ``plan``'s table into the Delta table at ``path``.
+def _create_empty(spark: SparkSession, path: str, cols: dict[str, str]) -> None:
+    builder = DeltaTable.createIfNotExists(spark).location(path)
+    for name, typ in {**cols, **META_COLUMNS}.items():
+        builder = builder.addColumn(name, typ)
+    for k, v in TABLE_PROPERTIES.items():
+        builder = builder.property(k, v)
+    builder.execute()
 
-    ``events``: EVENT_SCHEMA rows of the whole batch (filtered here to this table's ``data``
-    events). ``tombstone_path``: a Delta table remembering, per deleted key, the position of
-    its delete (and the position of the last truncate), so that a change older than a delete
-    or truncate applied in an *earlier* batch cannot bring the row back; None disables it.
-    Returns the Delta operation metrics as an :class:`ApplyResult`.
+
+def _newer(a, b) -> bool:
+    """``position.order`` a is newer than b (None is older than everything)."""
+    return a is not None and (b is None or order_key(a) > order_key(b))
+
+
+def apply_table(
+    spark: SparkSession, events: DataFrame, plan: TablePlan, path: str, state: TableState, deletes_path: str
+) -> TableApply:
+    """Apply the batch's data events for ``plan``'s table to the Delta table at ``path``.
+
+    ``events``: EVENT_SCHEMA rows of the whole batch (persisted by the caller; filtered here to
+    this table's ``data`` events). ``state``: what earlier batches left (latest truncate and
+    delete positions, row count). ``deletes_path``: the deletes table (``_cdclake/deletes``),
+    read only when the batch holds a change older than the table's latest remembered delete.
+
+    Creates the table with the batch's rows when it does not exist (one write), else evolves its
+    schema if needed and MERGEs the batch's last change per key into it (one commit).
+    Returns the Delta operation metrics as an :class:`ApplyResult` inside a :class:`TableApply`.
     """
     result = ApplyResult(plan.name)
-    columns, result.schema_changes = ensure_table(spark, path, plan)
+    out = TableApply(result)
+    exists = DeltaTable.isDeltaTable(spark, path)
+    batch_truncate = plan.truncate[0] if plan.truncate else None
+    truncate = batch_truncate if _newer(batch_truncate, state.truncate_position) else state.truncate_position
+    rows_before = state.rows if exists else 0
+
+    if exists:
+        columns, result.schema_changes = evolve_table(spark, path, plan)
+        if _newer(batch_truncate, state.truncate_position):
+            result.truncated = _truncate(spark, path, batch_truncate)
+    elif plan.has_changes or plan.columns:
+        columns = _columns_of(plan)
+        result.schema_changes = ["create table (" + ", ".join(f"{n} {t}" for n, t in columns.items()) + ")"]
+        if not plan.has_changes:  # a DDL-only batch: the table exists from its DDL on
+            _create_empty(spark, path, columns)
+            exists = True
+    else:  # a truncate of a table not created yet: the progress row remembers it
+        out.touched = False
+        return out
+
+    if plan.has_changes:
+        src, cached = _fold(spark, events, plan, columns, truncate, state, deletes_path)
+        out.cached = cached
+        if exists:
+            _merge(spark, path, src, plan, columns, result)
+        else:
+            observed = Observation()
+            rows = src.where(F.col("_op") != "d").observe(observed, F.count(F.lit(1)).alias("n"))
+            writer = _as_table_rows(rows, columns).write.format("delta").mode("append")
+            for k, v in TABLE_PROPERTIES.items():
+                writer = writer.option(k, v)
+            writer.save(path)
+            result.inserted = int(observed.get["n"])
+        if plan.counts.get("d") or plan.counts.get("u"):
+            out.deletes = src.where(F.col("_op") == "d").select(
+                F.lit(plan.name).alias("table"),
+                F.col("_key_json").alias("key"),
+                F.col("_ord.pos").alias("position"),
+                F.col("_pos_text").alias("position_text"),
+            )
+    if rows_before is None:  # a table from before rows were tracked: count once
+        result.rows_now = spark.read.format("delta").load(path).count()
+    else:
+        result.rows_now = rows_before + result.inserted - result.deleted - result.truncated
+    if result.schema_changes:
+        detail = DeltaTable.forPath(spark, path)
+        result.schema = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in detail.toDF().schema.fields if f.name not in META_COLUMNS)
+        result.schema_version = detail.history(1).select("version").first()[0]
+    return out
+
+
+def _as_table_rows(src: DataFrame, columns: dict[str, str]) -> DataFrame:
+    """The folded rows (``_c<i>`` columns) as rows of the target table (source names)."""
+    return src.select(
+        *[F.col(f"_c{i}").alias(n) for i, n in enumerate(columns)],
+        F.col("_ord.pos").alias("_cdc_position"),
+        F.col("_pos_text").alias("_cdc_position_text"),
+        F.col("_op").alias("_cdc_op"),
+        F.col("_etime").alias("_cdc_event_time_ms"),
+    )
+
+
+def _merge(spark: SparkSession, path: str, src: DataFrame, plan: TablePlan, columns: dict[str, str], result: ApplyResult) -> None:
     key = plan.key or list(columns)
     names = list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
-
-    ev = _table_events(events, plan).withColumn("_rank", F.when(F.col("op") == "r", 0).otherwise(1))
-
-    target = DeltaTable.forPath(spark, path)
-    if plan.counts.get("t"):
-        result.truncated = _truncate(spark, ev, target, path, tombstone_path)
-        trunc = ev.where(F.col("op") == "t").agg(F.max(F.struct("_rank", F.col("position.order").alias("p"))).alias("m"))
-        ev = ev.crossJoin(trunc).where((F.col("op") != "t") & (F.struct("_rank", F.col("position.order").alias("p")) > F.col("m"))).drop("m")
+    cond = " AND ".join(f"t.{q(k)} <=> s.{alias[k]}" for k in key)
+    wins = "(struct(s._ord._rank, s._ord.pos) > struct(CASE WHEN t._cdc_op = 'r' THEN 0 ELSE 1 END, t._cdc_position))"
+    meta = {
+        "_cdc_position": "s._ord.pos",
+        "_cdc_position_text": "s._pos_text",
+        "_cdc_op": "s._op",
+        "_cdc_event_time_ms": "s._etime",
+    }
+    if plan.partial:
+        update = {
+            q(n): f"s.{alias[n]}" if n in key else f"CASE WHEN s._p{alias[n]} THEN s.{alias[n]} ELSE t.{q(n)} END"
+            for n in names
+        }
     else:
-        ev = ev.where(F.col("op") != "t")
+        update = {q(n): f"s.{alias[n]}" for n in names}
+    update.update({q(k): v for k, v in meta.items()})
+    insert = {q(n): f"s.{alias[n]}" for n in names}
+    insert.update({q(k): v for k, v in meta.items()})
+    metrics = (
+        DeltaTable.forPath(spark, path)
+        .alias("t")
+        .merge(src.alias("s"), cond)
+        .whenMatchedDelete(condition=f"s._op = 'd' AND {wins}")
+        .whenMatchedUpdate(condition=f"s._op != 'd' AND {wins}", set=update)
+        .whenNotMatchedInsert(condition="s._op != 'd'", values=insert)
+        .execute()
+        .first()
+    )
+    result.inserted = int(metrics["num_inserted_rows"] or 0)
+    result.updated = int(metrics["num_updated_rows"] or 0)
+    result.deleted = int(metrics["num_deleted_rows"] or 0)
+
+
+def _table_events(events: DataFrame, plan: TablePlan) -> DataFrame:
+    """The batch's data events of ``plan``'s table (truncates included)."""
+    return events.where(
+        (F.col("kind") == "data")
+        & F.col("database").eqNullSafe(F.lit(plan.database))
+        & F.col("schema").eqNullSafe(F.lit(plan.schema))
+        & (F.col("table") == F.lit(plan.table))
+    )
+
+
+def _applicable(ev: DataFrame) -> DataFrame:
+    """Changes that have the image they need (decoders reject records without it; an unpaired
+    before half of a split update ends here and is dropped: it stays in the changelog)."""
+    return ev.where(F.when(F.col("op") == "d", F.col("before").isNotNull()).otherwise(F.col("after").isNotNull()))
+
+
+def _order_sql(order: list) -> str:
+    return "array(" + ", ".join(f"cast({v} as decimal(38,0))" for v in order) + ")"
+
+
+def _fold(
+    spark: SparkSession,
+    events: DataFrame,
+    plan: TablePlan,
+    columns: dict[str, str],
+    truncate: list | None,
+    state: TableState,
+    deletes_path: str,
+) -> tuple[DataFrame, list[DataFrame]]:
+    """The MERGE source: the batch's last change per key (folded column by column for partial
+    images), typed as the table's columns ``_c<i>``, with ``_op``, ``_ord`` (the order struct),
+    ``_pos_text``, ``_etime``, ``_p_c<i>`` (column carried) and ``_key_json``. Persisted; returns
+    it and the frames to unpersist."""
+    key = plan.key or list(columns)
+    names = list(columns)
+    alias = {n: f"_c{i}" for i, n in enumerate(names)}
+    ev = _table_events(events, plan).where(F.col("op") != "t")
+    if plan.halves:
+        ev = pair_update_halves(ev)
+    ev = _applicable(ev).withColumn("_rank", F.when(F.col("op") == "r", 0).otherwise(1))
+    if truncate is not None:
+        ev = ev.where(F.expr(f"struct(_rank, position.order) > struct(1, {_order_sql(truncate)})"))
 
     def typed(img: str, n: str):
         return F.expr(cast_sql(f"element_at({img}, {_lit(n)})", columns[n]))
@@ -149,8 +330,10 @@ def apply_table(
     # An update that changes the key first deletes the row of the old key (same position).
     key_after = F.struct(*[typed("after", k) for k in key])
     key_before = F.struct(*[typed("before", k) for k in key])
-    moved = ev.where((F.col("op") == "u") & F.col("before").isNotNull() & F.col("present").isNull() & ~key_before.eqNullSafe(key_after))
-    rows = ev.withColumn("_sub", F.lit(1)).unionByName(moved.withColumn("op", F.lit("d")).withColumn("after", F.lit(None)).withColumn("_sub", F.lit(0)))
+    rows = ev.withColumn("_sub", F.lit(1))
+    if plan.counts.get("u"):
+        moved = ev.where((F.col("op") == "u") & F.col("before").isNotNull() & F.col("present").isNull() & ~key_before.eqNullSafe(key_after))
+        rows = rows.unionByName(moved.withColumn("op", F.lit("d")).withColumn("after", F.lit(None)).withColumn("_sub", F.lit(0)))
     rows = rows.withColumn("_img", F.when(F.col("op") == "d", F.col("before")).otherwise(F.col("after")))
     rows = rows.select(
         F.col("op").alias("_op"),
@@ -176,114 +359,36 @@ def apply_table(
         payload = [c for c in rows.columns if c not in keys]
         src = rows.groupBy(*keys).agg(F.max_by(F.struct(*payload), "_ord").alias("w")).select(*keys, "w.*")
     src = src.withColumn("_key_json", F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in key])))
-    if tombstone_path and DeltaTable.isDeltaTable(spark, tombstone_path):
-        src = _drop_older_than_tombstones(spark, src, tombstone_path)
+    if _needs_delete_check(plan, state) and DeltaTable.isDeltaTable(spark, deletes_path):
+        src = _drop_older_than_deletes(spark, src, plan.name, deletes_path)
     src = src.persist()
+    return src, [src]
 
-    cond = " AND ".join(f"t.{q(k)} <=> s.{alias[k]}" for k in key)
-    wins = "(struct(s._ord._rank, s._ord.pos) > struct(CASE WHEN t._cdc_op = 'r' THEN 0 ELSE 1 END, t._cdc_position))"
-    meta = {
-        "_cdc_position": "s._ord.pos",
-        "_cdc_position_text": "s._pos_text",
-        "_cdc_op": "s._op",
-        "_cdc_event_time_ms": "s._etime",
-    }
-    if plan.partial:
-        update = {
-            q(n): f"s.{alias[n]}" if n in key else f"CASE WHEN s._p{alias[n]} THEN s.{alias[n]} ELSE t.{q(n)} END"
-            for n in names
-        }
-    else:
-        update = {q(n): f"s.{alias[n]}" for n in names}
-    update.update({q(k): v for k, v in meta.items()})
-    insert = {q(n): f"s.{alias[n]}" for n in names}
-    insert.update({q(k): v for k, v in meta.items()})
-    (
-        target.alias("t")
-        .merge(src.alias("s"), cond)
-        .whenMatchedDelete(condition=f"s._op = 'd' AND {wins}")
-        .whenMatchedUpdate(condition=f"s._op != 'd' AND {wins}", set=update)
-        .whenNotMatchedInsert(condition="s._op != 'd'", values=insert)
-        .execute()
+
+def _needs_delete_check(plan: TablePlan, state: TableState) -> bool:
+    """Whether some change of the batch may be older than a delete of an earlier batch: only
+    then is the deletes table read (an in-order stream never reads it)."""
+    if state.delete_position is None or plan.min_data is None:
+        return False
+    return ranked_key(*plan.min_data) < ranked_key(1, state.delete_position)
+
+
+def _drop_older_than_deletes(spark: SparkSession, src: DataFrame, table: str, deletes_path: str) -> DataFrame:
+    """Drop the batch's winners that are older than a delete of the same key remembered from
+    earlier batches."""
+    deletes = (
+        spark.read.format("delta")
+        .load(deletes_path)
+        .where(F.col("table") == F.lit(table))
+        .groupBy(F.col("key").alias("_key_json"))
+        .agg(F.max("position").alias("_tomb_pos"))
     )
-    metrics = target.history(1).select("operationMetrics").first()[0] or {}
-    result.inserted = int(metrics.get("numTargetRowsInserted", 0))
-    result.updated = int(metrics.get("numTargetRowsUpdated", 0))
-    result.deleted = int(metrics.get("numTargetRowsDeleted", 0))
-    if tombstone_path:
-        _remember_deletes(spark, src, tombstone_path)
-    src.unpersist()
-    result.rows_now = spark.read.format("delta").load(path).count()
-    return result
-
-
-def _table_events(events: DataFrame, plan: TablePlan) -> DataFrame:
-    """The batch's data events of ``plan``'s table that have something to apply."""
-    return events.where(
-        (F.col("kind") == "data")
-        # a change without the image it needs has nothing to apply (decoders reject such
-        # records; an unpaired before half of a split update ends here)
-        & ((F.col("op") == "t") | F.when(F.col("op") == "d", F.col("before").isNotNull()).otherwise(F.col("after").isNotNull()))
-        & F.col("database").eqNullSafe(F.lit(plan.database))
-        & F.col("schema").eqNullSafe(F.lit(plan.schema))
-        & (F.col("table") == F.lit(plan.table))
-    )
-
-
-def remember_truncate(spark: SparkSession, events: DataFrame, plan: TablePlan, tombstone_path: str) -> None:
-    """Remember the latest truncate of ``plan``'s table in ``events`` (EVENT_SCHEMA rows) when
-    its Delta table does not exist yet (a truncate carries no columns to create it with), so that
-    an older change delivered in a later batch cannot bring a truncated row back."""
-    last = _table_events(events, plan).where(F.col("op") == "t").agg(F.max(F.col("position")).alias("p")).first()["p"]
-    if last is not None:
-        row = spark.createDataFrame([(TRUNCATE_KEY, list(last["order"]), last["text"])], _TOMBSTONE_SCHEMA)
-        _remember(spark, row, tombstone_path)
-
-
-TRUNCATE_KEY = "\u0000truncate"  # the tombstone row that holds the last truncate's position
-_TOMBSTONE_SCHEMA = "key string, position array<decimal(38,0)>, position_text string"
-
-
-def _drop_older_than_tombstones(spark: SparkSession, src: DataFrame, tombstone_path: str) -> DataFrame:
-    """Drop the batch's winners that are older than a delete (same key) or truncate remembered
-    from earlier batches."""
-    tomb = spark.read.format("delta").load(tombstone_path)
-    trunc = tomb.where(F.col("key") == TRUNCATE_KEY).agg(F.max("position").alias("_trunc_pos"))
-    keyed = tomb.where(F.col("key") != TRUNCATE_KEY).select(F.col("key").alias("_key_json"), F.col("position").alias("_tomb_pos"))
     newer = F.struct(F.col("_ord._rank"), F.col("_ord.pos"))
     return (
-        src.join(keyed, "_key_json", "left")
-        .crossJoin(trunc)
-        .where(
-            (F.col("_tomb_pos").isNull() | (newer > F.struct(F.lit(1), F.col("_tomb_pos"))))
-            & (F.col("_trunc_pos").isNull() | (newer > F.struct(F.lit(1), F.col("_trunc_pos"))))
-        )
-        .drop("_tomb_pos", "_trunc_pos")
+        src.join(deletes, "_key_json", "left")
+        .where(F.col("_tomb_pos").isNull() | (newer > F.struct(F.lit(1), F.col("_tomb_pos"))))
+        .drop("_tomb_pos")
     )
-
-
-def _remember(spark: SparkSession, rows: DataFrame, tombstone_path: str) -> None:
-    """Upsert ``rows`` (key, position, position_text) into the tombstone table, keeping the
-    greatest position per key."""
-    if not DeltaTable.isDeltaTable(spark, tombstone_path):
-        DeltaTable.createIfNotExists(spark).location(tombstone_path).addColumns(
-            spark.createDataFrame([], _TOMBSTONE_SCHEMA).schema
-        ).execute()
-    (
-        DeltaTable.forPath(spark, tombstone_path)
-        .alias("t")
-        .merge(rows.alias("s"), "t.key = s.key")
-        .whenMatchedUpdateAll(condition="s.position > t.position")
-        .whenNotMatchedInsertAll()
-        .execute()
-    )
-
-
-def _remember_deletes(spark: SparkSession, src: DataFrame, tombstone_path: str) -> None:
-    deletes = src.where(F.col("_op") == "d").select(
-        F.col("_key_json").alias("key"), F.col("_ord.pos").alias("position"), F.col("_pos_text").alias("position_text")
-    )
-    _remember(spark, deletes, tombstone_path)
 
 
 def _fold_partial(rows: DataFrame, keys: list[str], names: list[str], alias: dict[str, str]) -> DataFrame:
@@ -309,17 +414,12 @@ def _fold_partial(rows: DataFrame, keys: list[str], names: list[str], alias: dic
     return seg.groupBy(*keys).agg(*aggs)
 
 
-def _truncate(spark: SparkSession, ev: DataFrame, target: DeltaTable, path: str, tombstone_path: str | None) -> int:
-    """Delete the rows older than the batch's latest truncate (and remember its position);
-    returns how many rows were deleted."""
-    last = ev.where(F.col("op") == "t").agg(F.max(F.col("position")).alias("p")).first()["p"]
-    order = "array(" + ", ".join(f"cast({v} as decimal(38,0))" for v in last["order"]) + ")"
-    target.delete(f"struct(CASE WHEN _cdc_op = 'r' THEN 0 ELSE 1 END, _cdc_position) < struct(1, {order})")
-    metrics = target.history(1).select("operationMetrics").first()[0] or {}
-    if tombstone_path:
-        row = spark.createDataFrame([(TRUNCATE_KEY, list(last["order"]), last["text"])], _TOMBSTONE_SCHEMA)
-        _remember(spark, row, tombstone_path)
-    return int(metrics.get("numDeletedRows", 0))
+def _truncate(spark: SparkSession, path: str, order: list) -> int:
+    """Delete the rows older than a truncate at ``order``; returns how many were deleted."""
+    res = spark.sql(
+        f"DELETE FROM delta.{q(path)} WHERE struct(CASE WHEN _cdc_op = 'r' THEN 0 ELSE 1 END, _cdc_position) < struct(1, {_order_sql(order)})"
+    ).first()
+    return int(res[0] or 0) if res is not None else 0
 
 
 def _lit(s: str) -> str:

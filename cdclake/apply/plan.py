@@ -1,12 +1,25 @@
-"""Planning: one small aggregate over the batch's events says, per target table, which columns
-with which types it needs, which key, and what kinds of change it holds.
+"""Planning: ONE small aggregate over a batch's events says, per target table, which columns
+with which types it needs, which key, what kinds of change it holds and where its positions
+lie, and, per source (file or Kafka partition), how far the batch goes.
 
-Only this summary (a few rows per table) reaches the driver; the events stay in Spark.
+Only this summary (a few rows per table and per source) reaches the driver; the events stay in
+Spark. Everything else a batch decides (keys, column order and types, whether a table needs
+the tombstone look-up, the progress rows) is pure Python over the summary, so it is tested
+without Spark (``tests/apply/test_plan.py``).
+
+The aggregate is one ``GROUPING SETS`` query over the events (EVENT_SCHEMA):
+
+* set ``table``: ``(database, schema, table, columns, keys)``, where ``columns`` is the event's
+  own column list (data and DDL events) and ``keys`` the key set of its image (data events):
+  one row per distinct column declaration of a table (a handful per batch, not per event);
+* set ``source``: ``(source, database, schema, table)``: last position, event time and
+  heartbeat per source and table, for the progress table.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -17,6 +30,24 @@ from cdclake.model import qualified_name
 #: columns producers add to tables that have no primary key (DataWorks/DTS MySQL, Oracle)
 ROW_ID_COLUMNS = ("#alibaba_rds_row_id#", "rowid")
 
+#: a position as the driver compares it: ``position.order`` (decimals, compared like Spark
+#: compares arrays) and ``position.text``
+Order = list
+
+
+def order_key(order) -> tuple:
+    """A sort key for ``position.order`` (list of Decimal or None) comparing as Spark compares
+    ``array<decimal(38,0)>``: element by element, a null element first, a shorter prefix first."""
+    if order is None:
+        return (0,)
+    return (1, *[(0, Decimal(0)) if v is None else (1, Decimal(v)) for v in order])
+
+
+def ranked_key(rank: int, order) -> tuple:
+    """Sort key of ``struct(rank, position.order)``: the applier's order (snapshot rows, rank
+    0, below every streamed change, rank 1)."""
+    return (rank, order_key(order))
+
 
 @dataclass
 class TablePlan:
@@ -25,8 +56,13 @@ class TablePlan:
     columns: source columns in first-seen order, name -> Spark type (widened over the batch).
     key: key columns chosen for the table (configuration > message > producer row id); empty
         means "no key: match on the whole before image".
-    counts: events per op code (``c``, ``u``, ``d``, ``r``, ``t``) in the batch.
+    counts: data events per op code (``c``, ``u``, ``d``, ``r``, ``t``) in the batch.
     partial: the batch holds images that carry only some columns (``present`` set).
+    halves: update halves (one image only, DataWorks/TUPLE) to pair before applying.
+    truncate: ``(order, text)`` of the batch's latest truncate, else None.
+    min_data: ``(rank, order)`` of the batch's oldest data change (rank 0 for snapshot reads).
+    max_delete: ``order`` of the batch's latest delete, else None.
+    ddl: ``(order, text, ddl)`` of each DDL event of the table in the batch.
     """
 
     database: str | None
@@ -38,97 +74,229 @@ class TablePlan:
     key_source: str = "none"
     counts: dict[str, int] = field(default_factory=dict)
     partial: bool = False
-    ddl: list[tuple[list, str, str]] = field(default_factory=list)  # (position order, text, ddl)
+    halves: int = 0
+    truncate: tuple[Order, str] | None = None
+    min_data: tuple[int, Order] | None = None
+    max_delete: Order | None = None
+    ddl: list[tuple[list, str, str]] = field(default_factory=list)
 
     @property
     def name(self) -> str:
         return qualified_name(self.database, self.schema, self.table)
 
+    @property
+    def has_changes(self) -> bool:
+        """The batch holds data events (other than truncates) for the table."""
+        return any(self.counts.get(op) for op in "cudr")
 
-def plan_tables(events: DataFrame, primary_keys: dict[str, list[str]] | None = None) -> list[TablePlan]:
-    """Summarise ``events`` (EVENT_SCHEMA rows) per target table.
+
+@dataclass
+class SourceProgress:
+    """How far the batch goes in one source (file, or ``topic:partition``) for one table
+    (``table`` None: the source as a whole, heartbeats included)."""
+
+    source: str | None
+    table: str | None
+    last_position: Order | None
+    last_position_text: str | None
+    last_event_time_ms: int | None
+    last_heartbeat_ms: int | None
+
+
+@dataclass
+class BatchPlan:
+    """The driver's view of a batch: one plan per table with data or DDL, and progress rows."""
+
+    tables: list[TablePlan]
+    progress: list[SourceProgress]
+
+
+def summarize(events: DataFrame) -> list:
+    """Run the batch's one planning aggregate over ``events`` (EVENT_SCHEMA); returns its rows
+    (see the module docstring; ``by_table`` is 1 on rows of the set ``table``, 0 on rows of ``source``)."""
+    is_data = F.col("kind") == "data"
+    tabled = F.col("table").isNotNull() & F.col("kind").isin("data", "ddl")
+    op = F.col("op")
+    order = F.col("position.order")
+    rank = F.when(op == "r", 0).otherwise(1)
+    df = events.select(
+        "database",
+        "schema",
+        "table",
+        "kind",
+        "op",
+        "present",
+        "primary_key",
+        "position",
+        "event_time_ms",
+        "before",
+        "after",
+        "ddl",
+        F.coalesce(
+            F.col("source_record.file"),
+            F.concat_ws(":", F.col("source_record.topic"), F.col("source_record.partition").cast("string")),
+        ).alias("source"),
+        F.when(tabled, F.col("columns")).alias("cols"),
+        F.when(is_data & F.col("table").isNotNull(), F.map_keys(F.coalesce("after", "before"))).alias("keys"),
+        rank.alias("rank"),
+    )
+    count = lambda cond: F.count_if(cond & tabled)  # noqa: E731
+    half = is_data & (op == "u") & F.col("present").isNull() & (F.col("before").isNull() != F.col("after").isNull())
+    aggs = [
+        F.min(F.when(tabled, order)).alias("first_order"),
+        *[count(is_data & (op == o)).alias(f"n_{o}") for o in "cudrt"],
+        count(F.col("present").isNotNull()).alias("partial"),
+        count(half).alias("halves"),
+        F.max_by("primary_key", F.when(tabled & F.col("primary_key").isNotNull(), order)).alias("pk"),
+        F.max(F.when(tabled & F.col("primary_key").isNotNull(), order)).alias("pk_order"),
+        F.max(F.when(tabled & is_data & (op == "t"), F.col("position"))).alias("truncate"),
+        F.min(F.when(tabled & is_data & (op != "t"), F.struct(F.col("rank"), order.alias("order")))).alias("min_data"),
+        F.max(F.when(tabled & is_data & (op == "d"), order)).alias("max_delete"),
+        F.collect_list(
+            F.when(tabled & (F.col("kind") == "ddl"), F.struct(order.alias("order"), F.col("position.text").alias("text"), F.col("ddl")))
+        ).alias("ddls"),
+        F.max("position").alias("last_position"),
+        F.max("event_time_ms").alias("last_event_time_ms"),
+        F.max(F.when(F.col("kind") == "heartbeat", F.col("event_time_ms"))).alias("last_heartbeat_ms"),
+        F.grouping("source").alias("by_table"),
+    ]
+    ident = [F.col("database"), F.col("schema"), F.col("table")]
+    grouped = df.groupingSets(
+        [[*ident, F.col("cols"), F.col("keys")], [F.col("source"), *ident]],
+        F.col("source"),
+        *ident,
+        F.col("cols"),
+        F.col("keys"),
+    )
+    return grouped.agg(*aggs).collect()
+
+
+def plan_batch(events: DataFrame, primary_keys: dict[str, list[str]] | None = None) -> BatchPlan:
+    """Summarise ``events`` (EVENT_SCHEMA rows) per target table and per source.
 
     ``primary_keys`` maps a qualified name (``db.table``, ``db.schema.table``) or a bare table
     name to key columns (from ``--primary-key``); it wins over the key a message states.
-    Runs three small aggregations; returns one :class:`TablePlan` per table with data or DDL.
+    Runs one aggregation (:func:`summarize`); the rest is :func:`build_plan`.
+    """
+    return build_plan([r.asDict(recursive=False) for r in summarize(events)], primary_keys)
+
+
+def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = None) -> BatchPlan:
+    """The :class:`BatchPlan` of :func:`summarize`'s rows (dicts). Pure Python.
+
+    Column types: every declaration of a column in the batch is widened into one type
+    (:func:`cdclake.apply.types.widen`); a declared type that is null (a TUPLE value that was
+    null) counts only when no declaration has a type (then ``string``); an image key that its
+    event does not declare is a ``string`` column. Columns are ordered by the position of the
+    first event that names them, then by their place in that event.
     """
     primary_keys = primary_keys or {}
-    ident = ["database", "schema", "table"]
-    tabled = events.where(F.col("table").isNotNull() & F.col("kind").isin("data", "ddl"))
-
-    stats = (
-        tabled.groupBy(*ident)
-        .agg(
-            F.max_by("primary_key", F.when(F.col("primary_key").isNotNull(), F.col("position"))).alias("pk"),
-            F.count_if(F.col("op") == "c").alias("c"),
-            F.count_if(F.col("op") == "u").alias("u"),
-            F.count_if(F.col("op") == "d").alias("d"),
-            F.count_if(F.col("op") == "r").alias("r"),
-            F.count_if(F.col("op") == "t").alias("t"),
-            F.count_if(F.col("present").isNotNull()).alias("partial"),
-        )
-        .collect()
-    )
-    # Columns with declared types, in first-seen order (position, then index in the message).
-    declared = (
-        tabled.where(F.col("columns").isNotNull())
-        .select(*ident, "position", F.posexplode("columns").alias("idx", "col"))
-        .groupBy(*ident, F.col("col.name").alias("name"))
-        .agg(
-            F.collect_set(F.col("col.spark_type")).alias("types"),
-            F.min(F.struct("position", "idx")).alias("first"),
-        )
-    )
-    # Columns that only appear as image keys (no declared type): strings.
-    undeclared = (
-        tabled.where(F.col("kind") == "data")
-        .select(
-            *ident,
-            "position",
-            F.array_except(
-                F.map_keys(F.coalesce("after", "before")),
-                F.coalesce(F.transform("columns", lambda c: c["name"]), F.array().cast("array<string>")),
-            ).alias("extra"),
-        )
-        .where(F.size("extra") > 0)
-        .select(*ident, "position", F.posexplode("extra").alias("idx", "name"))
-        .groupBy(*ident, "name")
-        .agg(F.array(F.lit("string")).alias("types"), F.min(F.struct("position", "idx")).alias("first"))
-    )
-    cols = declared.unionByName(undeclared).collect()
-    ddls = (
-        tabled.where(F.col("kind") == "ddl")
-        .select(*ident, F.col("position.order").alias("order"), F.col("position.text").alias("text"), "ddl")
-        .collect()
-    )
-
     plans: dict[tuple, TablePlan] = {}
-    for row in stats:
-        k = (row["database"], row["schema"], row["table"])
-        p = plans[k] = TablePlan(*k)
-        p.message_key = list(row["pk"]) if row["pk"] else None
-        p.counts = {op: row[op] for op in "cudrt"}
-        p.partial = row["partial"] > 0
-    by_table: dict[tuple, list] = {}
-    for row in cols:
-        by_table.setdefault((row["database"], row["schema"], row["table"]), []).append(row)
-    for k, rows in by_table.items():
-        p = plans[k]
-        for r in sorted(rows, key=lambda r: (list(r["first"]["position"]["order"] or []), r["first"]["idx"])):
+    firsts: dict[tuple, dict[str, tuple]] = {}
+    types: dict[tuple, dict[str, list]] = {}
+    pk_best: dict[tuple, tuple] = {}
+    progress: list[SourceProgress] = []
+    by_source: dict[str | None, list[dict]] = {}
+    for r in rows:
+        k = (r["database"], r["schema"], r["table"])
+        if not r["by_table"]:  # set ``source``
+            name = qualified_name(*k) if r["table"] is not None else None
+            sp = SourceProgress(
+                r["source"],
+                name,
+                _order(r["last_position"]),
+                _text(r["last_position"]),
+                r["last_event_time_ms"],
+                r["last_heartbeat_ms"] if name is None else None,
+            )
+            by_source.setdefault(r["source"], []).append(r)
+            if name is not None:
+                progress.append(sp)
+            continue
+        if r["table"] is None:
+            continue
+        p = plans.get(k)
+        if p is None:
+            p = plans[k] = TablePlan(*k)
+            p.counts = {o: 0 for o in "cudrt"}
+            firsts[k], types[k] = {}, {}
+        for o in "cudrt":
+            p.counts[o] += r[f"n_{o}"]
+        p.partial = p.partial or r["partial"] > 0
+        p.halves += r["halves"]
+        if r["pk"] is not None:
+            cand = (order_key(r["pk_order"]), list(r["pk"]))
+            if k not in pk_best or cand[0] > pk_best[k][0]:
+                pk_best[k] = cand
+        if r["truncate"] is not None:
+            t = (_order(r["truncate"]), _text(r["truncate"]))
+            if p.truncate is None or order_key(t[0]) > order_key(p.truncate[0]):
+                p.truncate = t
+        if r["min_data"] is not None:
+            m = (r["min_data"]["rank"], _list(r["min_data"]["order"]))
+            if p.min_data is None or ranked_key(*m) < ranked_key(*p.min_data):
+                p.min_data = m
+        if r["max_delete"] is not None:
+            d = _list(r["max_delete"])
+            if p.max_delete is None or order_key(d) > order_key(p.max_delete):
+                p.max_delete = d
+        for x in r["ddls"] or []:
+            p.ddl.append((_list(x["order"]), x["text"], x["ddl"]))
+        first = order_key(r["first_order"])
+        declared = [dict(c.asDict() if hasattr(c, "asDict") else c) for c in (r["cols"] or [])]
+        names = set()
+        for i, c in enumerate(declared):
+            if c.get("name") is None:
+                continue
+            names.add(c["name"])
+            _first_seen(firsts[k], c["name"], (first, 0, i))
+            types[k].setdefault(c["name"], []).append(c.get("spark_type"))
+        for i, n in enumerate(r["keys"] or []):
+            if n not in names:
+                _first_seen(firsts[k], n, (first, 1, i))
+                types[k].setdefault(n, []).append("string")
+    for k, p in plans.items():
+        for n in sorted(firsts[k], key=lambda n: firsts[k][n]):
             t = None
-            for candidate in r["types"]:
-                t = candidate if t is None else T.widen(t, candidate)
-            if r["name"] in p.columns:
-                p.columns[r["name"]] = T.widen(p.columns[r["name"]], t)
-            else:
-                p.columns[r["name"]] = T.normalize(t)
-    for row in ddls:
-        k = (row["database"], row["schema"], row["table"])
-        if k in plans:
-            plans[k].ddl.append((list(row["order"] or []), row["text"], row["ddl"]))
-    for p in plans.values():
+            for cand in types[k][n]:
+                if cand is not None:
+                    t = T.normalize(cand) if t is None else T.widen(t, cand)
+            p.columns[n] = t or "string"
+        p.ddl.sort(key=lambda d: order_key(d[0]))
+        p.message_key = pk_best[k][1] if k in pk_best else None
         _choose_key(p, primary_keys)
-    return sorted(plans.values(), key=lambda p: p.name)
+    for src, rs in by_source.items():
+        best = max(rs, key=lambda r: (order_key(_order(r["last_position"])), _text(r["last_position"]) or ""))
+        times = [r["last_event_time_ms"] for r in rs if r["last_event_time_ms"] is not None]
+        beats = [r["last_heartbeat_ms"] for r in rs if r["table"] is None and r["last_heartbeat_ms"] is not None]
+        progress.append(
+            SourceProgress(
+                src,
+                None,
+                _order(best["last_position"]),
+                _text(best["last_position"]),
+                max(times) if times else None,
+                max(beats) if beats else None,
+            )
+        )
+    return BatchPlan(sorted(plans.values(), key=lambda p: p.name), progress)
+
+
+def _first_seen(firsts: dict, name: str, at: tuple) -> None:
+    if name not in firsts or at < firsts[name]:
+        firsts[name] = at
+
+
+def _list(order) -> list | None:
+    return None if order is None else list(order)
+
+
+def _order(position) -> list | None:
+    return None if position is None else _list(position["order"])
+
+
+def _text(position) -> str | None:
+    return None if position is None else position["text"]
 
 
 def _choose_key(p: TablePlan, configured: dict[str, list[str]]) -> None:

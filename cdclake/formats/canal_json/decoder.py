@@ -38,7 +38,8 @@ from pyspark.sql import functions as F
 from cdclake.errors import RejectCode
 from cdclake.formats.base import Capabilities, Decoder, DecodeOptions, event_sql, finish, first_error, position_sql
 from cdclake.formats.json_common import parse_json
-from cdclake.values import jdbc_to_spark_sql, mysql_to_spark_sql, normalize_image_sql
+from cdclake.formats.sqltypes import jdbc_spark_type, mysql_precision_scale, mysql_spark_type
+from cdclake.formats.typed import Sig, add_typed_image, collect_signatures, columns_literal, image_struct_sql, persist_stage, sig_case, sql_str
 
 NAME = "canal-json"
 
@@ -53,9 +54,40 @@ DATA_TYPES = {"INSERT": "c", "UPDATE": "u", "DELETE": "d", "INIT": "r"}
 DDL_TYPES = ("CREATE", "ALTER", "ERASE", "RENAME", "CINDEX", "DINDEX", "QUERY", "INIT_DDL", "DDL")
 SKIP_TYPES = ("GTID", "XACOMMIT", "XAROLLBACK", "BEGIN", "COMMIT")
 
+#: what a data message's signature is hashed from: its type declarations and its rows' columns
+SIG_PARTS = ["map_entries(coalesce(j.mysqlType, map()))", "map_entries(coalesce(j.sqlType, map()))", "keys0"]
+
+
+def _let(expr: str, var: str, body: str) -> str:
+    """SQL: ``body`` with ``var`` bound to ``expr`` once (only on the multi-row path)."""
+    return f"element_at(transform(array({expr}), {var} -> {body}), 1)"
+
 
 def _in(col: str, values) -> str:
     return f"{col} in ({', '.join(repr(v) for v in values)})"
+
+
+def signature(sig_id: int, mysql: list, sql: list, keys: list) -> Sig:
+    """The :class:`Sig` of a data message: ``mysql``/``sql`` are its ``mysqlType``/``sqlType``
+    entries as (column, text) pairs, ``keys`` its rows' columns in order.
+
+    Column types: ``mysqlType`` first, ``sqlType`` (``java.sql.Types``) for the columns it
+    lacks, ``string`` for image columns neither declares. The events' ``columns``: the columns
+    only ``sqlType`` declares (in its order), then ``mysqlType``'s, as the messages list them.
+    """
+    mysql_types = {k: v for k, v in mysql}
+    declared, types = [], {}
+    for k, code in sql:
+        if k not in mysql_types and k not in types:
+            types[k] = jdbc_spark_type(code)
+            declared.append(dict(name=k, source_type=code, spark_type=types[k], precision=None, scale=None, nullable=None))
+    for k, text in mysql:
+        if k in types:
+            continue
+        types[k] = mysql_spark_type(text)
+        p, sc = mysql_precision_scale(text)
+        declared.append(dict(name=k, source_type=text, spark_type=types[k], precision=p, scale=sc, nullable=None))
+    return Sig.of(sig_id, [(k, types.get(k, "string")) for k in keys], "latin1", declared)
 
 
 class CanalJsonDecoder(Decoder):
@@ -73,22 +105,17 @@ class CanalJsonDecoder(Decoder):
     )
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
+        # ---- parse: one from_json per record; rows stay raw ----------------------------------
         df = parse_json(raw, SCHEMA)
         inverted = "true" if options.canal_dts_inverted else "false"
         df = df.selectExpr(
-            "*",
+            "source_record", "key", "value", "j", "parse_error", "parse_message", "is_tombstone",
             "upper(j.type) as t",
             "try_cast(j.es as bigint) as es",
             "try_cast(j.id as bigint) as mid",
             "try_cast(j.ts as bigint) as ts",
-            # column name -> Spark type: mysqlType first, sqlType for the columns it lacks
-            f"""map_concat(
-                  coalesce(transform_values(map_filter(j.sqlType, (k, v) -> not array_contains(map_keys(coalesce(j.mysqlType, map())), k)),
-                                            (k, v) -> {jdbc_to_spark_sql('v')}), map()),
-                  coalesce(transform_values(j.mysqlType, (k, v) -> {mysql_to_spark_sql('v')}), map())
-               ) as types""",
         )
-        # Which array holds the after / before images of each row, per the (inverted) layout.
+        # Which array holds the after / before rows of each row, per the (inverted) layout.
         df = df.selectExpr(
             "*",
             f"""(case when t = 'DELETE' and j.data is null and j.old is not null then j.old
@@ -99,24 +126,84 @@ class CanalJsonDecoder(Decoder):
                       when t = 'UPDATE' then j.data else null end) as after_raw""",
             f"""(case when t = 'UPDATE' and not {inverted} then j.old else null end) as old_raw""",
         )
-        # Before image of an open-source UPDATE: the after image overlaid with the old values.
+        is_data = "t in ('INSERT', 'UPDATE', 'DELETE', 'INIT')"
         df = df.selectExpr(
             "*",
-            """(case when old_raw is not null then
-                  transform(after_raw, (a, i) -> map_concat(map_filter(a, (k, v) -> not map_contains_key(coalesce(element_at(old_raw, i + 1), map()), k)),
-                                                            coalesce(element_at(old_raw, i + 1), map())))
-                  else before_raw end) as before_imgs""",
+            "greatest(coalesce(size(after_raw), 0), coalesce(size(before_raw), 0)) as n_rows",
+            "coalesce(element_at(after_raw, 1), element_at(before_raw, 1)) as img0",
+            "coalesce(element_at(old_raw, 1), cast(map() as map<string,string>)) as old0",
         )
-        norm = lambda arr: f"transform({arr}, m -> {normalize_image_sql('m', 'types', 'latin1')})"  # noqa: E731
-        df = df.selectExpr("*", f"{norm('after_raw')} as after_n", f"{norm('before_imgs')} as before_n")
+        # The common message: one row, whose before and after images have the same columns in
+        # the same order (and 'old' no others): its values are read by position. Other messages
+        # (several rows, rows with different columns) read each row's values by name.
+        df = df.selectExpr(
+            "*",
+            """coalesce(n_rows = 1 and coalesce(size(old_raw), 0) <= 1 and size(array_except(map_keys(old0), map_keys(img0))) = 0
+                and (after_raw is null or before_raw is null or map_keys(element_at(after_raw, 1)) = map_keys(element_at(before_raw, 1))), false) as fast""",
+        )
+        df = df.selectExpr(
+            "*",
+            """(case when fast then map_keys(img0)
+                     else array_distinct(flatten(concat(
+                          coalesce(transform(after_raw, m -> map_keys(m)), array()),
+                          coalesce(transform(before_raw, m -> map_keys(m)), array()),
+                          coalesce(transform(old_raw, m -> map_keys(m)), array())))) end) as keys0""",
+        )
+        df = df.selectExpr("*", f"case when {is_data} and img0 is not null then xxhash64({', '.join(SIG_PARTS)}) end as sig")
+        df = persist_stage(df)
 
-        columns = """transform(map_entries(types), e -> named_struct(
-                       'name', e.key,
-                       'source_type', coalesce(element_at(j.mysqlType, e.key), element_at(j.sqlType, e.key)),
-                       'spark_type', e.value,
-                       'precision', try_cast(nullif(regexp_extract(element_at(j.mysqlType, e.key), '\\\\(\\\\s*([0-9]+)', 1), '') as int),
-                       'scale', try_cast(nullif(regexp_extract(element_at(j.mysqlType, e.key), '\\\\(\\\\s*[0-9]+\\\\s*,\\\\s*([0-9]+)', 1), '') as int),
-                       'nullable', cast(null as boolean)))"""
+        # ---- types: once per signature, on the driver ------------------------------------------
+        sigs = [
+            signature(r["sig"], [tuple(e) for e in r["lo"]["p0"]], [tuple(e) for e in r["lo"]["p1"]], list(r["lo"]["p2"]))
+            for r in collect_signatures(df, "sig", SIG_PARTS)
+        ]
+
+        # ---- typed images: one conversion per column ------------------------------------------
+        # one-row messages (the common case): plain projections over the row's values
+        df = df.selectExpr(
+            "*",
+            "case when fast then map_values(element_at(after_raw, 1)) end as vals_a",
+            "case when fast then map_values(element_at(before_raw, 1)) end as vals_b",
+        )
+        df = add_typed_image(df, "sig", sigs, "after1", lambda s, i: f"vals_a[{i}]", "vals_a is not null")
+
+        def before_value(s: Sig, i: int) -> str:
+            n = sql_str(s.names[i])
+            return f"(case when old_raw is not null then (case when map_contains_key(old0, {n}) then old0[{n}] else vals_a[{i}] end) else vals_b[{i}] end)"
+
+        df = add_typed_image(
+            df, "sig", sigs, "before1", before_value, "fast and ((old_raw is not null and vals_a is not null) or (old_raw is null and vals_b is not null))"
+        )
+        # other messages: the same conversions inside a lambda over the rows, by name; each
+        # image keeps the columns its row carries
+        def by_name(s: Sig, i: int) -> str:
+            return f"element_at(m, {sql_str(s.names[i])})"
+
+        def overlay(s: Sig, i: int) -> str:
+            n = sql_str(s.names[i])
+            return f"(case when map_contains_key(coalesce(element_at(old_raw, ri + 1), map()), {n}) then element_at(old_raw, ri + 1)[{n}] else element_at(m, {n}) end)"
+
+        row_img = image_struct_sql("sig", sigs, by_name)
+        keep = "map_filter(x.img, (k, v) -> map_contains_key(m, k))"
+        keep_overlay = "map_filter(x.img, (k, v) -> map_contains_key(m, k) or map_contains_key(coalesce(element_at(old_raw, ri + 1), map()), k))"
+        df = df.selectExpr(
+            "*",
+            f"""case when not fast and sig is not null then
+                   transform(after_raw, m -> {_let(row_img, 'x', f"named_struct('img', {keep}, 'bad', x.bad)")}) end as after_m""",
+            f"""case when not fast and sig is not null then
+                   (case when old_raw is not null
+                         then transform(after_raw, (m, ri) -> {_let(image_struct_sql("sig", sigs, overlay), 'x', f"named_struct('img', {keep_overlay}, 'bad', x.bad)")})
+                         else transform(before_raw, m -> {_let(row_img, 'x', f"named_struct('img', {keep}, 'bad', x.bad)")}) end) end as before_m""",
+        )
+        df = df.selectExpr(
+            "*",
+            """(case when fast then array_distinct(concat(after1_bad, before1_bad))
+                 else array_distinct(flatten(array(
+                     coalesce(flatten(transform(after_m, x -> x.bad)), cast(array() as array<string>)),
+                     coalesce(flatten(transform(before_m, x -> x.bad)), cast(array() as array<string>))))) end) as bad_cols""",
+        )
+
+        columns = sig_case("sig", sigs, lambda s: columns_literal(s.declared), columns_literal(None))
         pk = "(case when size(j.pkNames) > 0 then j.pkNames end)"
         common = dict(
             format=f"'{NAME}'",
@@ -125,19 +212,21 @@ class CanalJsonDecoder(Decoder):
             event_time_ms="es",
             tx_id="j.gtid",
         )
-        n_rows = "greatest(coalesce(size(after_raw), 0), coalesce(size(before_imgs), 0))"
         op = "(case " + " ".join(f"when t = '{k}' then '{v}'" for k, v in DATA_TYPES.items()) + " end)"
-        data_event = event_sql(
-            **common,
-            kind="'data'",
-            op=op,
-            before="element_at(before_n, i + 1).image",
-            after="element_at(after_n, i + 1).image",
-            primary_key=pk,
-            columns=columns,
-            position=position_sql(["coalesce(es, ts)", "coalesce(mid, 0)", "i"], "concat_ws(':', j.es, j.id, i)"),
-        )
-        def single(**kw: str) -> str:
+
+        def data_event(before: str, after: str, i: str) -> str:
+            return event_sql(
+                **common,
+                kind="'data'",
+                op=op,
+                before=before,
+                after=after,
+                primary_key=pk,
+                columns=columns,
+                position=position_sql(["coalesce(es, ts)", "coalesce(mid, 0)", i], f"concat_ws(':', j.es, j.id, {i})"),
+            )
+
+        def single_event(**kw: str) -> str:
             fields = {
                 **common,
                 "position": position_sql(["coalesce(es, ts)", "coalesce(mid, 0)", "0"], "concat_ws(':', j.es, j.id)"),
@@ -145,16 +234,18 @@ class CanalJsonDecoder(Decoder):
             }
             return event_sql(**fields)
 
+        multi = data_event("element_at(before_m, i + 1).img", "element_at(after_m, i + 1).img", "i")
         events = F.expr(
             f"""case
               when is_tombstone then array()
-              when t in ('INSERT', 'UPDATE', 'DELETE', 'INIT') then transform(sequence(0, {n_rows} - 1), i -> {data_event})
-              when t = 'TRUNCATE' then array({single(kind="'data'", op="'t'", ddl='j.sql')})
-              when {_in('t', DDL_TYPES)} or (j.isDdl and t not in ('TRUNCATE', 'MHEARTBEAT')) then array({single(kind="'ddl'", ddl='j.sql', primary_key=pk)})
-              when t = 'MHEARTBEAT' then array({single(kind="'heartbeat'", database='cast(null as string)', table='cast(null as string)')})
+              when {is_data} and fast then array({data_event('before1', 'after1', '0')})
+              when {is_data} then transform(sequence(0, n_rows - 1), i -> {multi})
+              when t = 'TRUNCATE' then array({single_event(kind="'data'", op="'t'", ddl='j.sql')})
+              when {_in('t', DDL_TYPES)} or (j.isDdl and t not in ('TRUNCATE', 'MHEARTBEAT')) then array({single_event(kind="'ddl'", ddl='j.sql', primary_key=pk)})
+              when t = 'MHEARTBEAT' then array({single_event(kind="'heartbeat'", database='cast(null as string)', table='cast(null as string)')})
               else array() end"""
         )
-        is_data = F.expr("t in ('INSERT', 'UPDATE', 'DELETE', 'INIT')")
+        data = F.expr(is_data)
         known = F.expr(
             f"t in ('INSERT','UPDATE','DELETE','INIT','TRUNCATE','MHEARTBEAT') or {_in('t', DDL_TYPES + SKIP_TYPES)} or coalesce(j.isDdl, false)"
         )
@@ -164,21 +255,21 @@ class CanalJsonDecoder(Decoder):
             (F.col("t").isNull(), RejectCode.SCHEMA_MISMATCH.value, "no 'type' field"),
             (~known, RejectCode.UNKNOWN_OP.value, F.concat(F.lit("unknown Canal type "), F.col("j.type"))),
             (
-                (is_data | F.expr(f"{_in('t', DDL_TYPES)} or t = 'TRUNCATE'")) & F.expr("j.database is null or (j.table is null and t != 'QUERY' and t not like '%DDL%')"),
+                (data | F.expr(f"{_in('t', DDL_TYPES)} or t = 'TRUNCATE'")) & F.expr("j.database is null or (j.table is null and t != 'QUERY' and t not like '%DDL%')"),
                 RejectCode.MISSING_TABLE.value,
                 "message has no database/table",
             ),
-            (is_data & F.expr("coalesce(size(after_raw), size(before_imgs), 0) = 0"), RejectCode.MISSING_IMAGE.value, "data change without rows in 'data'"),
+            (data & F.expr("n_rows = 0 or img0 is null"), RejectCode.MISSING_IMAGE.value, "data change without rows in 'data'"),
             (
-                is_data & F.expr("t = 'UPDATE' and old_raw is not null and size(old_raw) != size(after_raw)"),
+                data & F.expr("t = 'UPDATE' and old_raw is not null and size(old_raw) != size(after_raw)"),
                 RejectCode.SCHEMA_MISMATCH.value,
                 "'old' and 'data' have different lengths",
             ),
             (F.expr("coalesce(es, ts) is null and t != 'MHEARTBEAT'"), RejectCode.BAD_POSITION.value, "no numeric 'es' or 'ts'"),
             (
-                is_data & F.expr("not (coalesce(forall(after_n, x -> x.ok), true) and coalesce(forall(before_n, x -> x.ok), true))"),
+                data & F.expr("size(bad_cols) > 0"),
                 RejectCode.BAD_VALUE.value,
-                "a value does not match its mysqlType/sqlType",
+                F.expr("concat('a value does not match its mysqlType/sqlType in column(s) ', array_join(bad_cols, ', '))"),
             ),
         )
         # parse errors keep their own code; a tombstone is not an error at all

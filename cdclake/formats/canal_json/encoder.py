@@ -56,6 +56,7 @@ import re
 from collections.abc import Iterable
 
 from cdclake.formats.encoding import Encoded, Encoder, dumps, two_level
+from cdclake.formats.sqltypes import _BASE, _P, _S, BINARY_TYPES as _BINARY_TYPES, mysql_spark_type
 
 NAME = "canal-json"
 #: most rows in one message
@@ -77,50 +78,7 @@ MYSQL_FOR_SPARK = {
 }
 
 _DEC = re.compile(r"^decimal\((\d+),(\d+)\)$")
-_BASE = re.compile(r"^([a-z ]+?)\s*(\(|unsigned|zerofill|$)")
-_P = re.compile(r"\(\s*([0-9]+)")
-_S = re.compile(r"\(\s*[0-9]+\s*,\s*([0-9]+)")
 _TEXT_TYPES = ("tinytext", "text", "mediumtext", "longtext")
-_BINARY_TYPES = ("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob")
-
-
-def mysql_spark_type(type_text: str) -> str:
-    """The Spark type the decoder derives from a ``mysqlType`` text (the Python twin of
-    :func:`cdclake.values.mysql_to_spark_sql`)."""
-    t = type_text.strip().lower()
-    m = _BASE.match(t)
-    base = m.group(1) if m else ""
-    pm, sm = _P.search(t), _S.search(t)
-    p = int(pm.group(1)) if pm else None
-    s = int(sm.group(1)) if sm else 0
-    unsigned = "unsigned" in t
-    if base in ("tinyint", "smallint", "mediumint", "year"):
-        return "int"
-    if base in ("int", "integer"):
-        return "bigint" if unsigned else "int"
-    if base == "bigint":
-        return "decimal(20,0)" if unsigned else "bigint"
-    if base == "serial":
-        return "decimal(20,0)"
-    if base in ("decimal", "numeric", "dec", "fixed"):
-        if p is None:
-            return "decimal(38,10)"
-        return "string" if p > 38 else f"decimal({p},{s})"
-    if base == "float":
-        return "float"
-    if base in ("double", "real", "double precision"):
-        return "double"
-    if base in ("bool", "boolean"):
-        return "boolean"
-    if base == "bit":
-        return "boolean" if (p or 1) == 1 else "bigint"
-    if base == "date":
-        return "date"
-    if base in ("datetime", "timestamp"):
-        return "timestamp"
-    if base in _BINARY_TYPES:
-        return "binary"
-    return "string"
 
 
 def mysql_type(column: dict) -> str:

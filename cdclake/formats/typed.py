@@ -1,0 +1,280 @@
+"""Typed images: the decode step every format shares, from a record's raw values to canonical
+image text, with the column types worked out once per batch on the driver.
+
+A decoder works in two stages over a batch:
+
+1. *parse* (format code, one pass per record): the record is parsed once; its images stay raw
+   (the format's own value text, e.g. ``map<string,string>`` from ``from_json``), and a
+   *signature* column names what fixes the record's column types and image layout: a 64-bit
+   hash of the table and the record's own type declaration (Canal ``mysqlType``, a Kafka
+   Connect schema ...). The parsed batch is persisted (:func:`persist_stage`).
+2. *type* (this module): :func:`collect_signatures` reads the few distinct signatures of the
+   batch to the driver (one small aggregate); the format turns each into a :class:`Sig` in
+   plain Python (source type -> Spark type, converter per column); :func:`add_typed_image`
+   then adds each canonical image with plain top-level expressions: for each signature one
+   conversion per column (``try_cast`` and friends, specialised to the column's type), chosen
+   by one ``CASE`` on the signature. No lambda runs per value and no Python touches a row.
+
+``BAD_VALUE``: a value that is present in the raw image but has no canonical text (its
+conversion gave NULL) names its column in ``<image>_bad``; the decoder rejects such records.
+Values a source writes for "no value" (MySQL's zero dates ``0000-00-00``) read as NULL and are
+not bad.
+
+Canonical text per Spark type (see :mod:`cdclake.model`): integers as plain digits; decimals
+and floating point numbers as the source's own text, trimmed, when it reads as the type;
+booleans ``true``/``false``; dates ``yyyy-MM-dd``; timestamps ``yyyy-MM-dd HH:mm:ss.SSSSSS``
+(UTC); binary as base64; strings as themselves.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+#: Canonical timestamp text: microseconds, UTC (the session time zone is UTC).
+TS_FORMAT = "yyyy-MM-dd HH:mm:ss.SSSSSS"
+
+_INT_RANGES = {"tinyint": "tinyint", "smallint": "smallint", "int": "int", "bigint": "bigint"}
+
+
+def sql_str(s: str) -> str:
+    """A Spark SQL string literal of ``s`` (backslashes and quotes escaped)."""
+    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def zero_date_null(raw: str, spark_type: str | None) -> str:
+    """SQL: ``raw`` with MySQL's zero dates (``0000-00-00...``) read as NULL for date and
+    timestamp columns (as Debezium reads them); ``raw`` itself for other types."""
+    if (spark_type or "").lower() in ("date", "timestamp"):
+        return f"(case when {raw} like '0000-00-00%' then null else {raw} end)"
+    return raw
+
+
+def canonical_sql(raw: str, spark_type: str | None, binary: str = "base64") -> str:
+    """SQL: the canonical text of the format's value text ``raw`` for a column of ``spark_type``
+    (a literal Spark type such as ``decimal(10,2)``; None: unknown, kept as text), NULL when
+    ``raw`` is NULL or cannot be read as that type.
+
+    ``binary`` says how the format writes bytes: ``base64`` (Debezium, DataWorks, Qlik after
+    its hex is turned into base64) or ``latin1`` (Canal writes each byte as one ISO-8859-1
+    character). One conversion per value, specialised to the type: no CASE over types.
+    """
+    t = (spark_type or "string").lower().replace(" ", "")
+    if t == "string":
+        return raw
+    if t in _INT_RANGES:
+        return f"cast(try_cast(trim({raw}) as {t}) as string)"
+    if t.startswith("decimal"):
+        return f"(case when try_cast(trim({raw}) as {t}) is not null then trim({raw}) end)"
+    if t in ("float", "double"):
+        return f"(case when try_cast(trim({raw}) as double) is not null then trim({raw}) end)"
+    if t == "boolean":
+        return f"(case lower(trim({raw})) when 'true' then 'true' when '1' then 'true' when 'false' then 'false' when '0' then 'false' end)"
+    if t == "date":
+        return f"cast(try_cast(substr(trim({raw}), 1, 10) as date) as string)"
+    if t == "timestamp":
+        return f"date_format(coalesce(try_to_timestamp({raw}), try_cast({raw} as timestamp)), '{TS_FORMAT}')"
+    if t == "binary":
+        if binary == "latin1":
+            return f"base64(encode({raw}, 'ISO-8859-1'))"
+        stripped = f"regexp_replace({raw}, '\\\\s', '')"
+        return f"(case when try_to_binary({stripped}, 'base64') is not null then {stripped} end)"
+    return raw
+
+
+@dataclass(frozen=True)
+class Sig:
+    """What one signature fixes, worked out on the driver.
+
+    id: the signature's value in the batch (a 64-bit hash computed by the parse stage).
+    names: the image's columns in the order the raw values come in.
+    convert: per column, SQL turning its raw value (``{}`` in the template) into canonical
+        text (NULL when unreadable); see :func:`canonical_sql`. Zero-date handling included.
+    declared: the events' ``columns`` value for this signature: a list of COLUMN_SCHEMA dicts
+        (name, source_type, spark_type, precision, scale, nullable), or None.
+    """
+
+    id: int
+    names: tuple[str, ...]
+    convert: tuple[str, ...]
+    declared: tuple[dict, ...] | None = None
+
+    @staticmethod
+    def of(sig_id: int, columns: Iterable[tuple[str, str | None]], binary: str = "base64", declared=None) -> "Sig":
+        """A signature whose columns convert by Spark type: ``columns`` is (name, spark_type)
+        pairs in raw order."""
+        names, conv = [], []
+        for name, spark_type in columns:
+            names.append(name)
+            conv.append(canonical_sql(zero_date_null("{0}", spark_type), spark_type, binary))
+        return Sig(sig_id, tuple(names), tuple(conv), None if declared is None else tuple(declared))
+
+
+def _lit(v) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    return sql_str(str(v))
+
+
+_COLUMN_FIELDS = (("name", "string"), ("source_type", "string"), ("spark_type", "string"),
+                  ("precision", "int"), ("scale", "int"), ("nullable", "boolean"))
+
+
+def columns_literal(declared: Iterable[dict] | None) -> str:
+    """SQL literal of an event's ``columns`` (array of COLUMN_SCHEMA structs), or a typed NULL."""
+    struct_type = "struct<" + ",".join(f"{n}:{t}" for n, t in _COLUMN_FIELDS) + ">"
+    if declared is None:
+        return f"cast(null as array<{struct_type}>)"
+    items = [
+        "named_struct(" + ", ".join(f"'{n}', cast({_lit(c.get(n))} as {t})" for n, t in _COLUMN_FIELDS) + ")"
+        for c in declared
+    ]
+    return f"cast(array({', '.join(items)}) as array<{struct_type}>)"
+
+
+def sig_case(sig_col: str, sigs: Iterable[Sig], value: Callable[[Sig], str], default: str = "null") -> str:
+    """SQL: ``CASE <sig_col> WHEN <id> THEN value(sig) ... ELSE default END``."""
+    whens = " ".join(f"when {s.id} then {value(s)}" for s in sigs)
+    if not whens:
+        return default
+    return f"(case {sig_col} {whens} else {default} end)"
+
+
+def add_typed_image(
+    df: DataFrame,
+    sig_col: str,
+    sigs: list[Sig],
+    out: str,
+    raw_value: Callable[[Sig, int], str],
+    present: str,
+) -> DataFrame:
+    """Add the canonical image ``out`` (``map<string,string>``, NULL when ``present`` is false)
+    and ``<out>_bad`` (``array<string>``: the columns whose value could not be read; empty when
+    none) to ``df``.
+
+    ``raw_value(sig, i)`` is the SQL of the raw text of column ``sig.names[i]`` in ``df`` (e.g.
+    ``vals[i]`` over the raw image's value array); ``present`` the SQL condition that the image
+    exists. Three projections, each a ``CASE`` over the signatures with one plain expression per
+    column: raw values, canonical values (one conversion per value), then the map and the bad
+    columns.
+    """
+    raw, canon = f"{out}__raw", f"{out}__canon"
+    df = df.withColumn(
+        raw,
+        F.expr(f"case when {present} then {sig_case(sig_col, sigs, lambda s: 'array(' + ', '.join(raw_value(s, i) for i in range(len(s.names))) + ')' if s.names else 'cast(array() as array<string>)')} end"),
+    )
+    df = df.withColumn(
+        canon,
+        F.expr(
+            sig_case(
+                sig_col,
+                sigs,
+                lambda s: "array(" + ", ".join(c.format(f"{raw}[{i}]") for i, c in enumerate(s.convert)) + ")" if s.names else "cast(array() as array<string>)",
+            )
+        ),
+    )
+    names = sig_case(sig_col, sigs, lambda s: "array(" + ", ".join(sql_str(n) for n in s.names) + ")" if s.names else "cast(array() as array<string>)")
+    bad = sig_case(
+        sig_col,
+        sigs,
+        lambda s: "array_compact(array("
+        + ", ".join(f"case when {raw}[{i}] is not null and {canon}[{i}] is null then {sql_str(n)} end" for i, n in enumerate(s.names))
+        + "))"
+        if s.names
+        else "cast(array() as array<string>)",
+        "cast(array() as array<string>)",
+    )
+    return (
+        df.withColumn(out, F.expr(f"case when {raw} is not null then map_from_arrays({names}, {canon}) end"))
+        .withColumn(f"{out}_bad", F.expr(f"case when {raw} is not null then {bad} else cast(array() as array<string>) end"))
+        .drop(raw, canon)
+    )
+
+
+def image_struct_sql(sig_col: str, sigs: list[Sig], raw_value: Callable[[Sig, int], str]) -> str:
+    """SQL: ``struct<img: map<string,string>, bad: array<string>>`` of one image in a single
+    expression (each conversion written twice), for images inside a lambda over a message's
+    rows (Canal's multi-row messages), where :func:`add_typed_image`'s projections cannot
+    reach. ``raw_value`` as for :func:`add_typed_image`, over the lambda's variable."""
+
+    def one(s: Sig) -> str:
+        if not s.names:
+            return "named_struct('img', cast(map() as map<string,string>), 'bad', cast(array() as array<string>))"
+        conv = [c.format(raw_value(s, i)) for i, c in enumerate(s.convert)]
+        img = "map_from_arrays(array(" + ", ".join(sql_str(n) for n in s.names) + "), array(" + ", ".join(conv) + "))"
+        bad = "array_compact(array(" + ", ".join(
+            f"case when {raw_value(s, i)} is not null and {c} is null then {sql_str(n)} end" for i, (n, c) in enumerate(zip(s.names, conv))
+        ) + "))"
+        return f"named_struct('img', {img}, 'bad', {bad})"
+
+    return sig_case(sig_col, sigs, one)
+
+
+def collect_signatures(df: DataFrame, sig_col: str, parts: list[str]) -> list:
+    """The distinct signatures of ``df`` (rows with ``sig_col`` not null): one row per
+    signature with ``sig`` and the ``parts`` (column names or SQL expressions, aliased ``p0``,
+    ``p1`` ...) it was hashed from. One small aggregate.
+
+    Raises:
+        RuntimeError: two different parts share a hash (a 64-bit collision; never seen).
+    """
+    exprs = [F.expr(p).alias(f"p{i}") for i, p in enumerate(parts)]
+    rows = (
+        df.where(F.col(sig_col).isNotNull())
+        .select(F.col(sig_col).alias("sig"), F.struct(*exprs).alias("parts"))
+        .groupBy("sig")
+        .agg(F.min("parts").alias("lo"), F.max("parts").alias("hi"))
+        .collect()
+    )
+    for r in rows:
+        if r["lo"] != r["hi"]:
+            raise RuntimeError(f"signature hash collision on {r['sig']}: {r['lo']} vs {r['hi']}")
+    return rows
+
+
+# ---- persisting the parse stage for the length of a batch ----------------------------------------
+
+_local = threading.local()
+_unscoped: list[DataFrame] = []
+_UNSCOPED_KEEP = 8
+
+
+class batch_scope:
+    """Context manager: parse stages persisted inside it (:func:`persist_stage`) are released
+    when it ends. The pipeline wraps each batch in one; without a scope, the last few stages
+    stay cached (tests, ``convert``)."""
+
+    def __enter__(self):
+        stack = getattr(_local, "stack", None)
+        if stack is None:
+            stack = _local.stack = []
+        stack.append([])
+        return self
+
+    def __exit__(self, *exc):
+        for df in _local.stack.pop():
+            df.unpersist()
+        return False
+
+
+def persist_stage(df: DataFrame) -> DataFrame:
+    """Persist a decoder's parse stage so that the signature aggregate and the typed stage read
+    the parsed records without parsing them again; released at the end of the batch."""
+    df = df.persist(StorageLevel.MEMORY_AND_DISK)
+    stack = getattr(_local, "stack", None)
+    if stack:
+        stack[-1].append(df)
+    else:
+        _unscoped.append(df)
+        while len(_unscoped) > _UNSCOPED_KEEP:
+            _unscoped.pop(0).unpersist()
+    return df

@@ -1,0 +1,126 @@
+"""The batch planner's driver-side logic (cdclake.apply.plan.build_plan), without Spark: rows
+shaped as the one planning aggregate returns them."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from cdclake.apply.plan import build_plan, order_key, ranked_key
+
+
+def col(name, spark_type):
+    return {"name": name, "source_type": spark_type, "spark_type": spark_type, "precision": None, "scale": None, "nullable": None}
+
+
+def pos(*order, text=None):
+    return {"order": [Decimal(o) for o in order], "text": text or ":".join(map(str, order))}
+
+
+def table_row(cols=None, keys=None, first=(1,), table="t", **kw):
+    row = {
+        "by_table": 1, "source": None, "database": "db", "schema": None, "table": table,
+        "cols": cols, "keys": keys, "first_order": [Decimal(o) for o in first],
+        "n_c": 0, "n_u": 0, "n_d": 0, "n_r": 0, "n_t": 0, "partial": 0, "halves": 0,
+        "pk": None, "pk_order": None, "truncate": None, "min_data": None, "max_delete": None, "ddls": [],
+        "last_position": None, "last_event_time_ms": None, "last_heartbeat_ms": None,
+    }
+    row.update(kw)
+    return row
+
+
+def source_row(source, table, last, time_ms, heartbeat=None):
+    return {
+        "by_table": 0, "source": source, "database": "db" if table else None, "schema": None, "table": table,
+        "cols": None, "keys": None, "last_position": last, "last_event_time_ms": time_ms, "last_heartbeat_ms": heartbeat,
+    }
+
+
+def test_order_keys_compare_like_spark_arrays():
+    assert order_key([1, 2]) < order_key([1, 3]) < order_key([2])
+    assert order_key([1]) < order_key([1, 0])  # a shorter prefix first
+    assert order_key(None) < order_key([])
+    assert ranked_key(0, [99]) < ranked_key(1, [1])  # a snapshot read is older than any streamed change
+
+
+def test_columns_widen_across_declarations_in_first_seen_order():
+    rows = [
+        table_row([col("id", "int"), col("v", "decimal(10,2)")], ["id", "v"], first=(5,), n_c=2),
+        table_row([col("id", "bigint"), col("v", "decimal(12,4)"), col("w", "date")], ["id", "v", "w"], first=(9,), n_u=1),
+        table_row(None, ["id", "extra"], first=(1,), n_d=1),  # undeclared image keys: strings
+    ]
+    [p] = build_plan(rows).tables
+    assert list(p.columns) == ["id", "extra", "v", "w"]
+    assert p.columns == {"id": "string", "extra": "string", "v": "decimal(12,4)", "w": "date"}
+    assert p.counts == {"c": 2, "u": 1, "d": 1, "r": 0, "t": 0}
+
+
+def test_null_type_counts_only_when_no_declaration_has_one():
+    rows = [
+        table_row([col("a", None), col("b", None)], ["a", "b"], first=(1,)),
+        table_row([col("a", "bigint")], ["a"], first=(2,)),
+    ]
+    [p] = build_plan(rows).tables
+    assert p.columns == {"a": "bigint", "b": "string"}
+
+
+def test_key_configuration_then_message_then_row_id():
+    rows = [table_row([col("id", "int"), col("#alibaba_rds_row_id#", "bigint")], None, pk=["id"], pk_order=[Decimal(3)])]
+    assert build_plan(rows).tables[0].key == ["id"]
+    assert build_plan(rows, {"db.t": ["x"]}).tables[0].key == ["x"]
+    assert build_plan(rows, {"t": ["y"]}).tables[0].key_source == "configuration"
+    rows[0]["pk"] = None
+    p = build_plan(rows).tables[0]
+    assert (p.key, p.key_source) == (["#alibaba_rds_row_id#"], "producer row id")
+    rows[0]["cols"] = [col("id", "int")]
+    assert build_plan(rows).tables[0].key == []
+
+
+def test_latest_message_key_wins():
+    rows = [
+        table_row([col("a", "int")], None, pk=["a"], pk_order=[Decimal(7)]),
+        table_row([col("a", "int"), col("b", "int")], None, pk=["a", "b"], pk_order=[Decimal(9)]),
+    ]
+    assert build_plan(rows).tables[0].key == ["a", "b"]
+
+
+def test_positions_truncate_min_data_and_deletes_merge_over_rows():
+    rows = [
+        table_row([col("a", "int")], None, truncate=pos(4), min_data={"rank": 1, "order": [Decimal(3)]}, max_delete=[Decimal(8)]),
+        table_row([col("a", "int"), col("b", "int")], None, truncate=pos(6), min_data={"rank": 0, "order": [Decimal(9)]}, max_delete=[Decimal(2)]),
+    ]
+    p = build_plan(rows).tables[0]
+    assert p.truncate == ([Decimal(6)], "6")
+    assert p.min_data == (0, [Decimal(9)])  # a snapshot row is the oldest whatever its position
+    assert p.max_delete == [Decimal(8)]
+
+
+def test_progress_per_source_and_table_and_per_source():
+    rows = [
+        table_row([col("a", "int")], None),
+        table_row([col("a", "int")], None, table="u"),
+        source_row("f1", "t", pos(3), 300),
+        source_row("f1", "u", pos(5), 200),
+        source_row("f1", None, pos(9), 900, heartbeat=900),  # heartbeats: no table
+        source_row("f2", "t", pos(1), 100),
+    ]
+    plan = build_plan(rows)
+    got = {(s.source, s.table): (s.last_position_text, s.last_event_time_ms, s.last_heartbeat_ms) for s in plan.progress}
+    assert got == {
+        ("f1", "db.t"): ("3", 300, None),
+        ("f1", "db.u"): ("5", 200, None),
+        ("f2", "db.t"): ("1", 100, None),
+        ("f1", None): ("9", 900, 900),
+        ("f2", None): ("1", 100, None),
+    }
+    assert [p.name for p in plan.tables] == ["db.t", "db.u"]
+
+
+def test_ddl_rows_sorted_by_position_and_events_without_table_ignored():
+    rows = [
+        table_row([col("a", "int")], None, ddls=[{"order": [Decimal(9)], "text": "9", "ddl": "ALTER 2"},
+                                                 {"order": [Decimal(2)], "text": "2", "ddl": "ALTER 1"}]),
+        table_row(None, None, table=None),
+    ]
+    [p] = build_plan(rows).tables
+    assert [d[2] for d in p.ddl] == ["ALTER 1", "ALTER 2"]
+    assert not p.has_changes
