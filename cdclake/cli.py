@@ -201,11 +201,15 @@ def _print_summary(s, quiet: bool) -> None:
         t.add_column("table", overflow="fold")
         for col in ("inserts", "updates", "deletes", "truncated", "rows now"):
             t.add_column(col, justify="right")
+        t.add_column("key", overflow="fold")
         t.add_column("schema", overflow="fold")
         for r in s.tables:
             # the full text of each change is in _cdclake/schema_history
             schema = ", ".join(c.split(" (")[0] for c in r.schema_changes)
-            t.add_row(r.table, str(r.inserted), str(r.updated), str(r.deleted), str(r.truncated), str(r.rows_now), schema)
+            # a table without a key matches rows on their whole before image: say so (a file of
+            # Debezium values carries no Kafka key; --primary-key gives one)
+            key = ", ".join(r.key) if r.key else "none: whole-row match (--primary-key sets one)"
+            t.add_row(r.table, str(r.inserted), str(r.updated), str(r.deleted), str(r.truncated), str(r.rows_now), key, schema)
         console.print(t)
         if s.reject_codes:
             console.print("rejects by code: " + ", ".join(f"{k}={v}" for k, v in sorted(s.reject_codes.items())))

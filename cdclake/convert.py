@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cdclake import formats
-from cdclake.formats.base import DecodeOptions
+from cdclake.formats.base import DecodeOptions, explode_events
 from cdclake.formats.encoding import Encoded, Encoder, known_types
 
 #: file name suffix per encoder file kind
@@ -97,7 +97,7 @@ def convert(
         if summary.rejected:
             summary.rejects_file = str(_write_rejects(decoded.where(F.col("error_code").isNotNull()), out))
         events = pair_update_halves(
-            decoded.where(F.col("error_code").isNull()).select(F.explode("events").alias("e")).select("e.*")
+            explode_events(decoded)
         ).orderBy(F.col("position.order"), F.col("source_record.file"), F.col("source_record.line"))
 
         def rows():

@@ -24,7 +24,7 @@ from cdclake.apply import audit
 from cdclake.apply.batch import apply_batch, table_path  # noqa: F401  (table_path: public helper)
 from cdclake.apply.delta_table import ApplyResult
 from cdclake.errors import CdclakeError
-from cdclake.formats.base import Decoder, DecodeOptions
+from cdclake.formats.base import Decoder, DecodeOptions, explode_events
 from cdclake.sources.files import resolve_inputs
 
 
@@ -179,12 +179,7 @@ def ingest_batch(
             if summary.rejected:
                 reject_task[0]()
             return summary
-        events = (
-            decoded.where(F.col("error_code").isNull())
-            .select(F.explode("events").alias("e"))
-            .select("e.*")
-            .persist(StorageLevel.MEMORY_AND_DISK)
-        )
+        events = explode_events(decoded).persist(StorageLevel.MEMORY_AND_DISK)
         summary.tables.extend(
             apply_batch(spark, events, target, options.primary_keys, txn, side_tasks=reject_task if summary.rejected else None)
         )

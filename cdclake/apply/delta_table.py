@@ -32,6 +32,7 @@ one of its columns widens in place.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from delta.tables import DeltaTable
@@ -55,6 +56,10 @@ META_COLUMNS = {
 TABLE_PROPERTIES = {
     "delta.columnMapping.mode": "name",
 }
+
+
+#: key types whose batch range is put into the MERGE condition (see :func:`_merge`)
+_RANGED = re.compile(r"^(tinyint|smallint|int|bigint|decimal\(\d+,\d+\)|string|date|timestamp)$")
 
 
 def q(name: str) -> str:
@@ -92,6 +97,9 @@ class ApplyResult:
     schema: str | None = None
     #: the table's Delta version after the schema change, when there was one
     schema_version: int | None = None
+    #: the key rows were matched on (empty: the whole before image) and where it came from
+    key: list[str] = field(default_factory=list)
+    key_source: str = ""
 
 
 @dataclass
@@ -181,7 +189,7 @@ def apply_table(
     schema if needed and MERGEs the batch's last change per key into it (one commit).
     Returns the Delta operation metrics as an :class:`ApplyResult` inside a :class:`TableApply`.
     """
-    result = ApplyResult(plan.name)
+    result = ApplyResult(plan.name, key=list(plan.key), key_source=plan.key_source)
     out = TableApply(result)
     exists = DeltaTable.isDeltaTable(spark, path)
     batch_truncate = plan.truncate[0] if plan.truncate else None
@@ -248,7 +256,22 @@ def _merge(spark: SparkSession, path: str, src: DataFrame, plan: TablePlan, colu
     key = plan.key or list(columns)
     names = list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
-    cond = " AND ".join(f"t.{q(k)} <=> s.{alias[k]}" for k in key)
+    cond = F.expr(" AND ".join(f"t.{q(k)} <=> s.{alias[k]}" for k in key))
+    # One small job over the (cached) source: how many rows, and the range of the first key
+    # column, which becomes part of the condition so that Delta skips the files whose key range
+    # lies outside the batch's (tables written in key order, e.g. auto-increment keys).
+    k0 = plan.key[0] if plan.key else None
+    ranged = k0 is not None and _RANGED.match(T.normalize(columns[k0]))
+    aggs = [F.count(F.lit(1)).alias("n")]
+    if ranged:
+        c0 = F.col(alias[k0])
+        aggs += [F.min(c0).alias("lo"), F.max(c0).alias("hi"), F.count_if(c0.isNull()).alias("nulls")]
+    stats = src.agg(*aggs).first()
+    if stats["n"] == 0:
+        return
+    if ranged and stats["nulls"] == 0 and stats["lo"] is not None:
+        tk = F.col(f"t.{q(k0)}")
+        cond = cond & (tk >= F.lit(stats["lo"])) & (tk <= F.lit(stats["hi"]))
     wins = "(struct(s._ord._rank, s._ord.pos) > struct(CASE WHEN t._cdc_op = 'r' THEN 0 ELSE 1 END, t._cdc_position))"
     meta = {
         "_cdc_position": "s._ord.pos",

@@ -47,6 +47,10 @@ def sql_str(s: str) -> str:
     return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+#: MySQL's zero dates (read as NULL, not bad), over the raw value ``{0}``
+ZERO_DATE = "{0} like '0000-00-00%'"
+
+
 def zero_date_null(raw: str, spark_type: str | None) -> str:
     """SQL: ``raw`` with MySQL's zero dates (``0000-00-00...``) read as NULL for date and
     timestamp columns (as Debezium reads them); ``raw`` itself for other types."""
@@ -97,22 +101,33 @@ class Sig:
         text (NULL when unreadable); see :func:`canonical_sql`. Zero-date handling included.
     declared: the events' ``columns`` value for this signature: a list of COLUMN_SCHEMA dicts
         (name, source_type, spark_type, precision, scale, nullable), or None.
+    void: per column, SQL (``{0}`` = the raw value) that holds when the raw value is the
+        source's spelling of "no value" (MySQL's zero dates), whose NULL canonical value is not
+        bad; None for a column (or for all) without one.
     """
 
     id: int
     names: tuple[str, ...]
     convert: tuple[str, ...]
     declared: tuple[dict, ...] | None = None
+    void: tuple[str | None, ...] | None = None
+
+    def is_bad(self, i: int, raw: str, canon: str) -> str:
+        """SQL: column ``i``'s raw value ``raw`` is present but its canonical value ``canon``
+        is NULL (and the raw value is not a "no value" spelling)."""
+        void = self.void[i] if self.void is not None else None
+        return f"{raw} is not null and {canon} is null" + (f" and not coalesce({void.format(raw)}, false)" if void else "")
 
     @staticmethod
     def of(sig_id: int, columns: Iterable[tuple[str, str | None]], binary: str = "base64", declared=None) -> "Sig":
         """A signature whose columns convert by Spark type: ``columns`` is (name, spark_type)
         pairs in raw order."""
-        names, conv = [], []
+        names, conv, void = [], [], []
         for name, spark_type in columns:
             names.append(name)
             conv.append(canonical_sql(zero_date_null("{0}", spark_type), spark_type, binary))
-        return Sig(sig_id, tuple(names), tuple(conv), None if declared is None else tuple(declared))
+            void.append(ZERO_DATE if (spark_type or "").lower() in ("date", "timestamp") else None)
+        return Sig(sig_id, tuple(names), tuple(conv), None if declared is None else tuple(declared), tuple(void))
 
 
 def _lit(v) -> str:
@@ -168,9 +183,10 @@ def add_typed_image(
     columns.
     """
     raw, canon = f"{out}__raw", f"{out}__canon"
+    none = "cast(null as array<string>)"  # the type of every CASE below when a batch has no signature
     df = df.withColumn(
         raw,
-        F.expr(f"case when {present} then {sig_case(sig_col, sigs, lambda s: 'array(' + ', '.join(raw_value(s, i) for i in range(len(s.names))) + ')' if s.names else 'cast(array() as array<string>)')} end"),
+        F.expr(f"case when {present} then {sig_case(sig_col, sigs, lambda s: 'array(' + ', '.join(raw_value(s, i) for i in range(len(s.names))) + ')' if s.names else 'cast(array() as array<string>)', none)} end"),
     )
     df = df.withColumn(
         canon,
@@ -179,15 +195,16 @@ def add_typed_image(
                 sig_col,
                 sigs,
                 lambda s: "array(" + ", ".join(c.format(f"{raw}[{i}]") for i, c in enumerate(s.convert)) + ")" if s.names else "cast(array() as array<string>)",
+                none,
             )
         ),
     )
-    names = sig_case(sig_col, sigs, lambda s: "array(" + ", ".join(sql_str(n) for n in s.names) + ")" if s.names else "cast(array() as array<string>)")
+    names = sig_case(sig_col, sigs, lambda s: "array(" + ", ".join(sql_str(n) for n in s.names) + ")" if s.names else "cast(array() as array<string>)", none)
     bad = sig_case(
         sig_col,
         sigs,
         lambda s: "array_compact(array("
-        + ", ".join(f"case when {raw}[{i}] is not null and {canon}[{i}] is null then {sql_str(n)} end" for i, n in enumerate(s.names))
+        + ", ".join(f"case when {s.is_bad(i, f'{raw}[{i}]', f'{canon}[{i}]')} then {sql_str(n)} end" for i, n in enumerate(s.names))
         + "))"
         if s.names
         else "cast(array() as array<string>)",
@@ -212,11 +229,11 @@ def image_struct_sql(sig_col: str, sigs: list[Sig], raw_value: Callable[[Sig, in
         conv = [c.format(raw_value(s, i)) for i, c in enumerate(s.convert)]
         img = "map_from_arrays(array(" + ", ".join(sql_str(n) for n in s.names) + "), array(" + ", ".join(conv) + "))"
         bad = "array_compact(array(" + ", ".join(
-            f"case when {raw_value(s, i)} is not null and {c} is null then {sql_str(n)} end" for i, (n, c) in enumerate(zip(s.names, conv))
+            f"case when {s.is_bad(i, raw_value(s, i), c)} then {sql_str(n)} end" for i, (n, c) in enumerate(zip(s.names, conv))
         ) + "))"
         return f"named_struct('img', {img}, 'bad', {bad})"
 
-    return sig_case(sig_col, sigs, one)
+    return sig_case(sig_col, sigs, one, "cast(null as struct<img: map<string,string>, bad: array<string>>)")
 
 
 def collect_signatures(df: DataFrame, sig_col: str, parts: list[str]) -> list:

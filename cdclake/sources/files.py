@@ -5,8 +5,9 @@
 ``source_record`` has ``file`` (absolute URI as Spark reports it) and ``line`` (1-based line
 number in that file). Blank lines (only whitespace) are not records and are dropped; line
 numbers still count them. Files may be split across tasks: each line's number is its row index
-inside its split plus the number of lines in the earlier splits of the same file, all computed
-in Spark (``_metadata.file_block_start``), never by reading a file on the driver.
+inside its split plus the number of lines in the earlier splits of the same file, computed
+by Spark (``_metadata.file_block_start``; see :func:`number_records`), never by reading a file
+on the driver.
 
 Note: Spark's text reader decodes lines as UTF-8; bytes that are not UTF-8 arrive as U+FFFD,
 so the raw bytes kept for such a reject are the replaced text, not the original bytes.
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdclake.errors import CdclakeError
@@ -52,7 +53,15 @@ def read_lines(spark: SparkSession, paths: list[str]) -> DataFrame:
     """
     files = resolve_inputs(paths)
     text = spark.read.format("text").load(files)
-    return number_records(text, F.encode(F.col("value"), "UTF-8"), keep=F.trim(F.col("value")) != "")
+    value = F.col("value")
+    # a blank line is not a record: trim only lines that start with whitespace (JSON starts with '{')
+    blank = (F.length(value) == 0) | ((F.ascii(value) <= 32) & (F.trim(value) == ""))
+    return number_records(text, F.encode(value, "UTF-8"), keep=~blank)
+
+
+#: up to this many file splits, a record's file and line come from a CASE on its row id (no
+#: join, no per-row file path); beyond it, from a broadcast join on (file, split)
+_CASE_SPLITS = 64
 
 
 def number_records(df: DataFrame, value: Column, keep: Column | None = None) -> DataFrame:
@@ -61,21 +70,48 @@ def number_records(df: DataFrame, value: Column, keep: Column | None = None) -> 
     value, ``source_record.file`` the file's path and ``source_record.line`` the row's 1-based
     index in its file. Rows where ``keep`` is false are dropped after numbering.
 
-    Row ids (``monotonically_increasing_id``) are consecutive inside one split: a row's index
-    is the split's first index plus (id - the split's smallest id). Only the small per-split
-    table is aggregated and broadcast; the rows themselves are never shuffled.
+    Row ids (``monotonically_increasing_id``) are consecutive inside one split, and the ids of
+    different splits never interleave: a row's line is its split's first line plus (id - the
+    split's smallest id). One small aggregate per input (run here, on the driver: a job that
+    reads the files' rows without parsing them) gives each split's smallest id and row count;
+    with few splits the rows are then numbered by a CASE over id ranges, else by a broadcast
+    join with the split table. The rows themselves are never shuffled.
     """
-    rows = df.select(
-        value.alias("value"),
-        (keep if keep is not None else F.lit(True)).alias("keep"),
+    keep_col = keep if keep is not None else F.lit(True)
+    ids = df.select(
         F.col("_metadata.file_path").alias("file"),
         F.col("_metadata.file_block_start").alias("block"),
         F.monotonically_increasing_id().alias("mid"),
     )
-    splits = rows.groupBy("file", "block").agg(F.min("mid").alias("min_mid"), F.count(F.lit(1)).alias("n"))
-    before = Window.partitionBy("file").orderBy("block").rowsBetween(Window.unboundedPreceding, -1)
-    splits = splits.withColumn("first_line", F.coalesce(F.sum("n").over(before), F.lit(0)) + 1)
-    numbered = rows.join(F.broadcast(splits.select("file", "block", "min_mid", "first_line")), ["file", "block"])
+    splits = ids.groupBy("file", "block").agg(F.min("mid").alias("min_mid"), F.count(F.lit(1)).alias("n")).collect()
+    first_line: dict[tuple, int] = {}
+    seen: dict[str, int] = {}
+    for r in sorted(splits, key=lambda r: (r["file"], r["block"])):
+        first_line[(r["file"], r["block"])] = seen.get(r["file"], 0) + 1
+        seen[r["file"]] = seen.get(r["file"], 0) + r["n"]
+    mid = F.monotonically_increasing_id()
+    if len(splits) <= _CASE_SPLITS:
+        ordered = sorted(splits, key=lambda r: r["min_mid"])
+        file_col, line_col = F.lit(None).cast("string"), F.lit(None).cast("long")
+        for r in ordered:  # the outermost test is the split with the greatest smallest id
+            hit = F.col("mid") >= F.lit(r["min_mid"])
+            file_col = F.when(hit, F.lit(r["file"])).otherwise(file_col)
+            line_col = F.when(hit, F.col("mid") - F.lit(r["min_mid"]) + F.lit(first_line[(r["file"], r["block"])])).otherwise(line_col)
+        numbered = df.select(value.alias("value"), keep_col.alias("keep"), mid.alias("mid")).select(
+            "value", "keep", file_col.alias("file"), line_col.alias("line")
+        )
+    else:
+        table = df.sparkSession.createDataFrame(
+            [(r["file"], r["block"], r["min_mid"], first_line[(r["file"], r["block"])]) for r in splits],
+            "file string, block bigint, min_mid bigint, first_line bigint",
+        )
+        rows = df.select(
+            value.alias("value"), keep_col.alias("keep"),
+            F.col("_metadata.file_path").alias("file"), F.col("_metadata.file_block_start").alias("block"), mid.alias("mid"),
+        )
+        numbered = rows.join(F.broadcast(table), ["file", "block"]).select(
+            "value", "keep", "file", (F.col("first_line") + F.col("mid") - F.col("min_mid")).alias("line")
+        )
     raw = numbered.where("keep").select(
         F.lit(None).cast("binary").alias("key"),
         "value",
@@ -85,7 +121,7 @@ def number_records(df: DataFrame, value: Column, keep: Column | None = None) -> 
             F.lit(None).cast("long").alias("offset"),
             F.lit(None).cast("long").alias("timestamp_ms"),
             F.col("file"),
-            (F.col("first_line") + F.col("mid") - F.col("min_mid")).alias("line"),
+            F.col("line"),
         ).alias("source_record"),
     )
     return raw.select([F.col(f.name).cast(f.dataType) for f in RAW_SCHEMA.fields])

@@ -58,6 +58,7 @@ SKIP_TYPES = ("GTID", "XACOMMIT", "XAROLLBACK", "BEGIN", "COMMIT")
 SIG_PARTS = ["map_entries(coalesce(j.mysqlType, map()))", "map_entries(coalesce(j.sqlType, map()))", "keys0"]
 
 
+
 def _let(expr: str, var: str, body: str) -> str:
     """SQL: ``body`` with ``var`` bound to ``expr`` once (only on the multi-row path)."""
     return f"element_at(transform(array({expr}), {var} -> {body}), 1)"
@@ -150,6 +151,13 @@ class CanalJsonDecoder(Decoder):
                           coalesce(transform(old_raw, m -> map_keys(m)), array())))) end) as keys0""",
         )
         df = df.selectExpr("*", f"case when {is_data} and img0 is not null then xxhash64({', '.join(SIG_PARTS)}) end as sig")
+        # persisted: what the typed stage reads, once (the rows once, not also inside j)
+        kept = ("database", "table", "pkNames", "isDdl", "mysqlType", "sqlType", "sql", "es", "id", "type", "gtid")
+        df = df.select(
+            "source_record", "key", "value", "parse_error", "parse_message", "is_tombstone", "t", "es", "mid", "ts",
+            "before_raw", "after_raw", "old_raw", "n_rows", "fast", "keys0", "sig",
+            F.struct(*[F.col(f"j.`{f}`").alias(f) for f in kept]).alias("j"),
+        )
         df = persist_stage(df)
 
         # ---- types: once per signature, on the driver ------------------------------------------
@@ -162,6 +170,8 @@ class CanalJsonDecoder(Decoder):
         # one-row messages (the common case): plain projections over the row's values
         df = df.selectExpr(
             "*",
+            "coalesce(element_at(after_raw, 1), element_at(before_raw, 1)) as img0",
+            "coalesce(element_at(old_raw, 1), cast(map() as map<string,string>)) as old0",
             "case when fast then map_values(element_at(after_raw, 1)) end as vals_a",
             "case when fast then map_values(element_at(before_raw, 1)) end as vals_b",
         )

@@ -71,13 +71,15 @@ Mapping to the canonical event (one input record -> zero or one event):
 
 from __future__ import annotations
 
+import json
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.errors import RejectCode
 from cdclake.formats.base import Capabilities, Decoder, DecodeOptions, event_sql, finish, first_error, position_sql
 from cdclake.formats.json_common import parse_json
-from cdclake.values import ms_to_timestamp_text_sql, normalize_image_sql
+from cdclake.formats.typed import TS_FORMAT, Sig, add_typed_image, collect_signatures, columns_literal, persist_stage, sig_case, sql_str
 
 NAME = "dataworks-json"
 
@@ -103,6 +105,8 @@ SKIP_OPS = ("GTID", "XACOMMIT", "XAROLLBACK")
 HEARTBEAT_OP = "MHEARTBEAT"
 TRUNCATE_OP = "TRUNCATE"
 KNOWN_OPS = (*DATA_OPS, *DROPPED_DATA_OPS, *DDL_OPS, *TX_OPS, *SKIP_OPS, HEARTBEAT_OP, TRUNCATE_OP)
+#: the records whose events carry ``columns`` / ``primary_key``: they get a signature
+TABLE_OPS = (*DATA_OPS, *DROPPED_DATA_OPS, TRUNCATE_OP, *DDL_OPS)
 
 ROW_ID_COLUMN = "#alibaba_rds_row_id#"  # MySQL tables without a primary key (LONG)
 ORACLE_ROW_ID_COLUMN = "rowid"  # Oracle sources (STRING)
@@ -111,36 +115,85 @@ ORACLE_ROW_ID_COLUMN = "rowid"  # Oracle sources (STRING)
 _MAX_MS = 253402300799999
 #: a decimal integer as sequenceId / scn may hold it
 _DECIMAL_RE = "^[+-]?[0-9]{1,38}$"
+#: what a DOUBLE value may look like (the text is kept as written, trimmed)
+_FLOAT_RE = r"^\\s*([+-]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][+-]?[0-9]+)?|NaN|[+-]?Infinity)\\s*$"
+
+#: DataWorks column type (upper case, trimmed) -> Spark type; any other type -> string
+SPARK_TYPES = {"BOOLEAN": "boolean", "DOUBLE": "double", "LONG": "bigint", "DATE": "timestamp", "BYTES": "binary", "STRING": "string"}
+
+#: per Spark type: SQL turning a raw value (``{0}``, the JSON value's text) into canonical text,
+#: NULL when it does not read as the type (BAD_VALUE)
+CONVERT = {
+    "string": "{0}",
+    "bigint": "(case when trim({0}) rlike '^[+-]?[0-9]+$' then cast(try_cast(trim({0}) as bigint) as string) end)",
+    "double": f"(case when {{0}} rlike '{_FLOAT_RE}' then trim({{0}}) end)",
+    "boolean": "(case lower(trim({0})) when 'true' then 'true' when '1' then 'true' when 'false' then 'false' when '0' then 'false' end)",
+    # DATE: integral milliseconds since the epoch (UTC), else timestamp text as Spark reads it;
+    # MySQL's zero dates read as NULL
+    "timestamp": (
+        f"(case when trim({{0}}) rlike '^-?[0-9]{{{{1,15}}}}$' and abs(cast(trim({{0}}) as bigint)) <= {_MAX_MS} "
+        f"then date_format(timestamp_millis(cast(trim({{0}}) as bigint)), '{TS_FORMAT}') "
+        "when {0} like '0000-00-00%' then null "
+        f"else date_format(coalesce(try_to_timestamp({{0}}), try_cast({{0}} as timestamp)), '{TS_FORMAT}') end)"
+    ),
+    # BYTES: base64, already canonical (whitespace dropped)
+    "binary": "(case when try_to_binary(regexp_replace({0}, '\\\\s', ''), 'base64') is not null then regexp_replace({0}, '\\\\s', '') end)",
+}
+#: per Spark type: SQL true when a raw value is a source's "no value" (NULL, not BAD_VALUE)
+VOID = {"timestamp": "{0} like '0000-00-00%'"}
+
+#: what a table record's signature is hashed from (``p0``..``p2`` on the driver): its column
+#: list (as JSON text: every name and type, nulls included) and the key lists of its images
+SIG_PARTS = ["dc_json", "map_keys(after_raw)", "map_keys(before_raw)"]
+SIG_HASH = (
+    "xxhash64(dc_json, coalesce(size(map_keys(after_raw)), -1), map_keys(after_raw), "
+    "coalesce(size(map_keys(before_raw)), -1), map_keys(before_raw))"
+)
 
 
 def _in(col: str, values) -> str:
     return f"{col} in ({', '.join(repr(v) for v in values)})"
 
 
-def dataworks_to_spark_sql(type_text: str) -> str:
-    """SQL expression: the Spark type (text) for a DataWorks column type (``dataColumn[].type``):
-    BOOLEAN -> boolean, DOUBLE -> double, LONG -> bigint, STRING -> string, DATE (ms since epoch)
-    -> timestamp, BYTES (base64) -> binary; anything else -> string."""
-    t = f"upper(trim({type_text}))"
-    return f"""(case {t}
-      when 'BOOLEAN' then 'boolean'
-      when 'DOUBLE' then 'double'
-      when 'LONG' then 'bigint'
-      when 'DATE' then 'timestamp'
-      when 'BYTES' then 'binary'
-      else 'string' end)"""
+def spark_type(type_text: str | None) -> str:
+    """The Spark type for a DataWorks column type (``dataColumn[].type``, case-insensitive):
+    BOOLEAN -> boolean, DOUBLE -> double, LONG -> bigint, STRING -> string, DATE (ms since
+    epoch) -> timestamp, BYTES (base64) -> binary; anything else (or none) -> string."""
+    return SPARK_TYPES.get((type_text or "").strip(" ").upper(), "string")
 
 
-def _dates_to_text(image: str, types: str) -> str:
-    """SQL expression: ``image`` (map<string,string>) with the values of timestamp (DATE) columns
-    that are integral milliseconds turned into canonical timestamp text; other values unchanged
-    (a DATE value that is not a number is left to fail normalisation)."""
-    ms = "trim(v)"
-    is_ms = f"({ms} rlike '^-?[0-9]{{1,15}}$' and abs(cast({ms} as bigint)) <= {_MAX_MS})"
-    return (
-        f"transform_values({image}, (k, v) -> case when element_at({types}, k) = 'timestamp' and {is_ms} "
-        f"then {ms_to_timestamp_text_sql(ms)} else v end)"
-    )
+class Signature:
+    """What one signature fixes (on the driver): the after and before images' :class:`Sig`
+    (one id, each image its own key order), the events' ``columns`` and the key fallback."""
+
+    def __init__(self, sig_id: int, dc_json: str | None, after_keys: list | None, before_keys: list | None):
+        listed = json.loads(dc_json) if dc_json is not None else None  # null: the message has no column list
+        cols = [c for c in listed or [] if c is not None and c.get("name") is not None]
+        types: dict[str, str] = {}
+        for c in cols:  # first declaration of a name wins
+            types.setdefault(c["name"], spark_type(c.get("type")))
+        declared = None
+        if listed is not None:
+            declared = [
+                dict(name=c["name"], source_type=c.get("type"), spark_type=spark_type(c.get("type")), precision=None, scale=None, nullable=None)
+                for c in cols
+            ]
+
+        def image(keys) -> Sig:
+            keys = list(keys or [])
+            ts = [types.get(k, "string") for k in keys]
+            return Sig(sig_id, tuple(keys), tuple(CONVERT.get(t, "{0}") for t in ts), None, tuple(VOID.get(t) for t in ts))
+
+        self.after, self.before = image(after_keys), image(before_keys)
+        self.columns = columns_literal(declared)
+        # the key when the message has none: the columns of its column list, else its image's
+        names = [c["name"] for c in cols] if listed is not None else list(after_keys if after_keys is not None else before_keys or [])
+        if ROW_ID_COLUMN in names:
+            self.fallback_key = f"array({sql_str(ROW_ID_COLUMN)})"
+        elif ORACLE_ROW_ID_COLUMN in names:
+            self.fallback_key = f"(case when is_oracle then array({sql_str(ORACLE_ROW_ID_COLUMN)}) end)"
+        else:
+            self.fallback_key = "cast(null as array<string>)"
 
 
 class DataWorksJsonDecoder(Decoder):
@@ -159,49 +212,48 @@ class DataWorksJsonDecoder(Decoder):
     )
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
+        # ---- parse: one from_json per record; images stay raw --------------------------------
         df = parse_json(raw, SCHEMA)
         df = df.selectExpr(
-            "*",
+            "source_record", "key", "value", "parse_error", "parse_message", "is_tombstone",
+            "j.payload is null as no_payload",
             "j.payload.op as op",
             "nullif(trim(j.payload.sequenceId), '') as seq_text",
             "nullif(trim(j.payload.scn), '') as scn_text",
             "try_cast(trim(j.payload.timestamp.eventTime) as bigint) as et",
+            "j.schema.source.dbName as db",
             "nullif(trim(j.schema.source.schemaName), '') as schema_name",
-            "filter(j.schema.dataColumn, c -> c.name is not null) as cols",
+            "j.schema.source.tableName as tbl",
+            "lower(j.schema.source.dbType) like '%oracle%' as oracle_db",
+            "array_remove(array_compact(j.schema.primaryKey), '') as pk_given",
+            "j.payload.ddl.text as ddl_text",
+            f"case when {_in('j.payload.op', TABLE_OPS)} then to_json(j.schema.dataColumn) end as dc_json",
+            # which images each op uses
+            f"case when {_in('j.payload.op', ('UPDATE_AFTER', 'DELETE', *BEFORE_HALVES))} then j.payload.before.dataColumn end as before_raw",
+            f"case when {_in('j.payload.op', ('INSERT', 'UPDATE_AFTER'))} then j.payload.after.dataColumn end as after_raw",
         )
         df = df.selectExpr(
             "*",
             f"case when seq_text rlike '{_DECIMAL_RE}' then cast(seq_text as decimal(38,0)) end as seq",
             f"case when scn_text rlike '{_DECIMAL_RE}' then cast(scn_text as decimal(38,0)) end as scn",
-            # column name -> Spark type (first declaration of a name wins)
-            f"""map_from_arrays(array_distinct(transform(cols, c -> c.name)),
-                  transform(array_distinct(transform(cols, c -> c.name)),
-                            n -> {dataworks_to_spark_sql('element_at(filter(cols, c -> c.name = n), 1).type')})) as types""",
-            # which images each op uses
-            f"case when {_in('op', ('UPDATE_AFTER', 'DELETE', *BEFORE_HALVES))} then j.payload.before.dataColumn end as before_raw",
-            f"case when {_in('op', ('INSERT', 'UPDATE_AFTER'))} then j.payload.after.dataColumn end as after_raw",
+            "(oracle_db or scn_text is not null) as is_oracle",
+            f"case when {_in('op', TABLE_OPS)} then {SIG_HASH} end as sig",
         )
-        df = df.selectExpr(
-            "*",
-            f"{normalize_image_sql(_dates_to_text('after_raw', 'types'), 'types', 'base64')} as after_n",
-            f"{normalize_image_sql(_dates_to_text('before_raw', 'types'), 'types', 'base64')} as before_n",
-            # the columns the key fallback looks at: the message's column list, else the image's
-            "coalesce(transform(cols, c -> c.name), map_keys(coalesce(after_raw, before_raw)), array()) as col_names",
-            "(lower(j.schema.source.dbType) like '%oracle%' or scn_text is not null) as is_oracle",
-        )
+        df = persist_stage(df)
 
-        pk = f"""(case when size(filter(j.schema.primaryKey, k -> k is not null and k != '')) > 0
-                        then filter(j.schema.primaryKey, k -> k is not null and k != '')
-                      when array_contains(col_names, '{ROW_ID_COLUMN}') then array('{ROW_ID_COLUMN}')
-                      when is_oracle and array_contains(col_names, '{ORACLE_ROW_ID_COLUMN}') then array('{ORACLE_ROW_ID_COLUMN}')
-                 end)"""
-        columns = f"""transform(cols, c -> named_struct(
-                        'name', c.name,
-                        'source_type', c.type,
-                        'spark_type', {dataworks_to_spark_sql('c.type')},
-                        'precision', cast(null as int),
-                        'scale', cast(null as int),
-                        'nullable', cast(null as boolean)))"""
+        # ---- types: once per signature, on the driver ------------------------------------------
+        sigs = [Signature(r["sig"], r["lo"]["p0"], r["lo"]["p1"], r["lo"]["p2"]) for r in collect_signatures(df, "sig", SIG_PARTS)]
+
+        # ---- typed images: one conversion per column, values read by position ------------------
+        df = df.selectExpr("*", "map_values(after_raw) as vals_a", "map_values(before_raw) as vals_b")
+        df = add_typed_image(df, "sig", [s.after for s in sigs], "after_n", lambda s, i: f"vals_a[{i}]", "vals_a is not null")
+        df = add_typed_image(df, "sig", [s.before for s in sigs], "before_n", lambda s, i: f"vals_b[{i}]", "vals_b is not null")
+
+        # the key and the columns: one literal per signature
+        by_id = {s.after.id: s for s in sigs}
+        fallback_key = sig_case("sig", [s.after for s in sigs], lambda s: by_id[s.id].fallback_key, "cast(null as array<string>)")
+        pk = f"(case when size(pk_given) > 0 then pk_given else {fallback_key} end)"
+        columns = sig_case("sig", [s.after for s in sigs], lambda s: by_id[s.id].columns, columns_literal(None))
         by_seq = position_sql(["seq"], "seq_text")
         by_seq_scn = position_sql(["seq", "scn"], "concat(seq_text, ':', scn_text)")
         by_event_time = position_sql(["et"], "concat('eventTime:', et)")
@@ -210,9 +262,9 @@ class DataWorksJsonDecoder(Decoder):
         marker_position = f"(case when seq is null then {by_event_time} else {seq_position} end)"
         common = dict(
             format=f"'{NAME}'",
-            database="j.schema.source.dbName",
+            database="db",
             schema="schema_name",
-            table="j.schema.source.tableName",
+            table="tbl",
             event_time_ms="(case when et >= 0 then et end)",
             position=seq_position,
         )
@@ -221,13 +273,13 @@ class DataWorksJsonDecoder(Decoder):
             **common,
             kind="'data'",
             op=op_code,
-            before="before_n.image",
-            after="after_n.image",
+            before="before_n",
+            after="after_n",
             primary_key=pk,
             columns=columns,
         )
-        truncate_event = event_sql(**common, kind="'data'", op="'t'", primary_key=pk, columns=columns, ddl="j.payload.ddl.text")
-        ddl_event = event_sql(**common, kind="'ddl'", primary_key=pk, columns=columns, ddl="j.payload.ddl.text")
+        truncate_event = event_sql(**common, kind="'data'", op="'t'", primary_key=pk, columns=columns, ddl="ddl_text")
+        ddl_event = event_sql(**common, kind="'ddl'", primary_key=pk, columns=columns, ddl="ddl_text")
         tx_kind = "(case " + " ".join(f"when op = '{k}' then '{v}'" for k, v in TX_OPS.items()) + " end)"
         no_table = dict(schema="cast(null as string)", table="cast(null as string)", position=marker_position)
         tx_event = event_sql(**{**common, **no_table}, kind=tx_kind)
@@ -254,12 +306,11 @@ class DataWorksJsonDecoder(Decoder):
         code, message = first_error(
             (F.col("parse_error").isNotNull(), "", F.col("parse_message")),
             (F.col("is_tombstone"), "", "tombstone"),
-            (F.expr("j.payload is null"), RejectCode.SCHEMA_MISMATCH.value, "no 'payload' object"),
+            (F.col("no_payload"), RejectCode.SCHEMA_MISMATCH.value, "no 'payload' object"),
             (F.col("op").isNull(), RejectCode.SCHEMA_MISMATCH.value, "no 'payload.op' field"),
             (~F.expr(_in("op", KNOWN_OPS)), RejectCode.UNKNOWN_OP.value, F.concat(F.lit("unknown DataWorks op "), F.col("op"))),
             (
-                needs_table
-                & F.expr("nullif(trim(j.schema.source.dbName), '') is null or (nullif(trim(j.schema.source.tableName), '') is null and op != 'QUERY')"),
+                needs_table & F.expr("nullif(trim(db), '') is null or (nullif(trim(tbl), '') is null and op != 'QUERY')"),
                 RejectCode.MISSING_TABLE.value,
                 "message has no schema.source.dbName/tableName",
             ),
@@ -280,7 +331,7 @@ class DataWorksJsonDecoder(Decoder):
             ),
             (is_marker & F.expr("seq is null and et is null"), RejectCode.BAD_POSITION.value, "neither payload.sequenceId nor timestamp.eventTime"),
             (
-                is_data & F.expr("not (after_n.ok and before_n.ok)"),
+                is_data & F.expr("size(after_n_bad) > 0 or size(before_n_bad) > 0"),
                 RejectCode.BAD_VALUE.value,
                 "a value does not match its schema.dataColumn type",
             ),

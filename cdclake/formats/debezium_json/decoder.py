@@ -135,13 +135,17 @@ Every expression is ANSI-safe (``try_cast``, ``try_add``, range guards before
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.errors import RejectCode
 from cdclake.formats.base import Capabilities, Decoder, DecodeOptions, event_sql, finish, first_error, position_sql
+from cdclake.formats.debezium_json import connect
 from cdclake.formats.json_common import CORRUPT, parse_json
-from cdclake.values import TS_FORMAT, jdbc_to_spark_sql, normalize_sql
+from cdclake.formats.typed import Sig, add_typed_image, collect_signatures, columns_literal, persist_stage, sig_case
+from cdclake.values import jdbc_to_spark_sql
 
 NAME = "debezium-json"
 
@@ -156,10 +160,11 @@ _TABLE_CHANGES = (
     "columns:array<struct<name:string, jdbcType:string, typeName:string, typeExpression:string, "
     "length:string, scale:string, optional:string>>>>>"
 )
-#: fields of a Debezium payload (change, transaction, schema change, heartbeat)
+#: fields of a Debezium payload (change, transaction, schema change, heartbeat); the images'
+#: type is given by the schema using them
 BODY_FIELDS = [
-    ("before", "string"),
-    ("after", "string"),
+    ("before", None),
+    ("after", None),
     ("source", _SOURCE),
     ("op", "string"),
     ("ts_ms", "string"),
@@ -173,216 +178,190 @@ BODY_FIELDS = [
     ("tableChanges", _TABLE_CHANGES),
     ("historyRecord", "string"),
 ]
-BODY_SCHEMA = ", ".join(f"`{n}` {t}" for n, t in BODY_FIELDS)
-#: the record: the envelope's two fields, or the payload's own fields at top level
-SCHEMA = f"`schema` string, payload string, {BODY_SCHEMA}"
-#: the Kafka Connect schema of an envelope, two levels deep (envelope fields, row columns)
-CONNECT_SCHEMA = (
-    "type string, name string, fields array<struct<field:string, type:string, name:string, optional:boolean, "
-    "fields:array<struct<field:string, type:string, name:string, optional:boolean, parameters:map<string,string>>>>>"
-)
+_IMAGES = ("before", "after")
+_OTHER = [n for n, _ in BODY_FIELDS if n not in _IMAGES]
+
+
+def _body(image_type: str, sep: str = " ") -> str:
+    return ", ".join(f"`{n}`{sep}{image_type if t is None else t}" for n, t in BODY_FIELDS)
+
+
+_IMAGE = "map<string,string>"
+#: the record, read once: the envelope (``schema`` kept as its raw JSON text, ``payload`` the
+#: event with its images as ``map<string,string>``) or the payload's own fields at top level
+SCHEMA = f"`schema` string, payload struct<{_body(_IMAGE, ':')}>, {_body(_IMAGE)}"
+#: the same with the payload and the images as raw JSON text: what a record is read with when
+#: SCHEMA does not fit it (a payload or an image written as a JSON string holding the object,
+#: or not an object at all); such records are decoded from this reading, as they always were
+BODY_SCHEMA = _body("string")
+LENIENT_SCHEMA = f"`schema` string, payload string, {BODY_SCHEMA}"
+#: the images' JSON value kinds (second parse, only of records that need them)
+KIND_ENV = "payload struct<`before`:map<string,variant>, `after`:map<string,variant>>"
+KIND_BARE = "`before` map<string,variant>, `after` map<string,variant>"
 HISTORY_SCHEMA = f"databaseName string, schemaName string, ddl string, tableChanges {_TABLE_CHANGES}"
 
 _JSON_OPTS = f"map('mode', 'PERMISSIVE', 'columnNameOfCorruptRecord', '{CORRUPT}')"
-_NUMERIC_KINDS = "('BIGINT','INT','SMALLINT','TINYINT','DOUBLE','FLOAT')"
-_INT_TEXT = r"'^\\s*[+-]?[0-9]+\\s*$'"
 # splits a tableChanges id on the dots outside double quotes: "db"."a.b"."t" -> 3 parts
 _ID_SPLIT = r"""'\\.(?=(?:[^"]*"[^"]*")*[^"]*$)'"""
+_NULL_STRINGS = "cast(null as array<string>)"
 
-# Kafka Connect logical names
-DECIMAL = "org.apache.kafka.connect.data.Decimal"
-VS_DECIMAL = "io.debezium.data.VariableScaleDecimal"
-_KIND_BY_NAME = {
-    DECIMAL: "decimal",
-    VS_DECIMAL: "vsdecimal",
-    "io.debezium.time.Date": "date",
-    "org.apache.kafka.connect.data.Date": "date",
-    "io.debezium.time.Timestamp": "ts_ms",
-    "org.apache.kafka.connect.data.Timestamp": "ts_ms",
-    "io.debezium.time.MicroTimestamp": "ts_us",
-    "io.debezium.time.NanoTimestamp": "ts_ns",
-    "io.debezium.time.ZonedTimestamp": "ts_iso",
-    "io.debezium.time.Time": "time_ms",
-    "org.apache.kafka.connect.data.Time": "time_ms",
-    "io.debezium.time.MicroTime": "time_us",
-    "io.debezium.time.NanoTime": "time_ns",
-}
-_SPARK_BY_KIND = {
-    "vsdecimal": "string",
-    "date": "date",
-    "ts_ms": "timestamp",
-    "ts_us": "timestamp",
-    "ts_ns": "timestamp",
-    "ts_iso": "timestamp",
-    "time_ms": "string",
-    "time_us": "string",
-    "time_ns": "string",
-    "int": "int",
-    "bigint": "bigint",
-    "float": "float",
-    "double": "double",
-    "boolean": "boolean",
-    "binary": "binary",
-}
+#: what a data record's signature is hashed from: its Connect schema text (NULL without the
+#: envelope) and its images' keys
+SIG_PARTS = ["sig_schema", "map_keys(after_m)", "map_keys(before_m)"]
+_SIG = "xxhash64(sig_schema, coalesce(size(map_keys(after_m)), -1), map_keys(after_m), coalesce(size(map_keys(before_m)), -1), map_keys(before_m))"
 
 
 def _let(expr: str, var: str, body: str) -> str:
-    """SQL: ``body`` with lambda variable ``var`` bound to ``expr`` (evaluated once)."""
+    """SQL: ``body`` with lambda variable ``var`` bound to ``expr`` (evaluated once); only on the
+    schema-change path (one event per ``tableChanges`` element)."""
     return f"element_at(transform(array({expr}), {var} -> {body}), 1)"
 
 
-def _case(subject: str, mapping: dict[str, str], default: str) -> str:
-    whens = " ".join(f"when {subject} = '{k}' then '{v}'" for k, v in mapping.items())
-    return f"(case {whens} else {default} end)"
+def _layout(keys: list[str] | None) -> tuple[list[str], list[int]]:
+    """An image's columns (first-occurrence order) and, per column, the index of its value in
+    the image's values (the last one when a key is repeated, as JSON readers keep it)."""
+    keys = list(keys or [])
+    last = {k: i for i, k in enumerate(keys)}
+    names = list(dict.fromkeys(keys))
+    return names, [last[n] for n in names]
 
 
-def _unscaled_sql(hexvar: str) -> str:
-    """SQL: the signed value (decimal(38,0)) of big-endian two's-complement bytes given as the
-    upper-case hex text ``hexvar``; null when empty, longer than 17 bytes or beyond 38 digits
-    (try_add / try_multiply: never an overflow error, also under ANSI mode). A negative number is
-    computed from the inverted bytes (-1 - ~x) so that no 256^n term is ever needed."""
-    n = f"(length({hexvar}) div 2)"
-    neg = f"(substr({hexvar}, 1, 1) >= '8')"
-    byte = f"cast(conv(substr({hexvar}, 2 * di + 1, 2), 16, 10) as int)"
-    acc = (
-        f"aggregate(sequence(0, {n} - 1), cast(0 as decimal(38,0)), "
-        f"(dacc, di) -> cast(try_add(try_multiply(dacc, 256), case when {neg} then 255 - {byte} else {byte} end) as decimal(38,0)))"
-    )
-    return (
-        f"(case when {hexvar} is null or {n} = 0 or {n} > 17 then cast(null as decimal(38,0)) "
-        f"when {neg} then cast(try_subtract(cast(-1 as decimal(38,0)), {acc}) as decimal(38,0)) else {acc} end)"
-    )
+@dataclass
+class _Plan:
+    """What one signature fixes: per image (``a`` = after, ``b`` = before) the columns and the
+    SQL of each stage-2 projection, for the signature's ``CASE`` branch."""
+
+    sig: int
+    declared: list[dict] | None  # Connect schema columns; None: inferred from the value kinds
+    names: dict  # image -> column names
+    pos: dict  # image -> index of each column's value in the image's values
+
+    @property
+    def inferred(self) -> bool:
+        return self.declared is None
+
+    def union(self) -> list[str]:
+        """Inferred columns: the after image's, then the before image's others."""
+        return self.names["a"] + [n for n in self.names["b"] if n not in self.names["a"]]
+
+    def col(self, name: str) -> dict | None:
+        return next((c for c in self.declared if c["name"] == name), None)
+
+    # -- per-column pieces ----------------------------------------------------------------------
+    def value(self, img: str, i: int) -> str:
+        return f"vals_{img}[{self.pos[img][i]}]"
+
+    def kind(self, img: str, i: int) -> str:
+        """SQL: the JSON kind of the value (second parse)."""
+        return f"schema_of_variant(kv_{img}[{self.pos[img][i]}])"
+
+    def need_kinds(self) -> str:
+        """SQL: the record needs the second parse (its images' JSON kinds)."""
+        if self.inferred:
+            return "true"
+        conds = [
+            f"{self.value(img, i)} rlike '^[0-9]+$'"
+            for img in "ab"
+            for i, n in enumerate(self.names[img])
+            if (self.col(n) or {}).get("kind") == "decimal"
+        ]
+        return "(" + " or ".join(conds) + ")" if conds else "false"
+
+    def hex_array(self, img: str) -> str | None:
+        """SQL: first pre-projection (base64 bytes of Decimal columns as hex)."""
+        if self.inferred:
+            return None
+        out, any_hex = [], False
+        for i, n in enumerate(self.names[img]):
+            kind = (self.col(n) or {}).get("kind")
+            v = self.value(img, i)
+            if kind == "decimal":
+                out.append(connect.decimal_hex_sql(v, connect.decimal_is_string_sql(v, self.kind(img, i))))
+            elif kind == "vsdecimal":
+                out.append(connect.vsdecimal_hex_sql(v))
+            else:
+                out.append("cast(null as string)")
+                continue
+            any_hex = True
+        return "array(" + ", ".join(out) + ")" if any_hex else None
+
+    def unscaled_array(self, img: str) -> str | None:
+        """SQL: second pre-projection (the unscaled digits of those bytes)."""
+        if self.hex_array(img) is None:
+            return None
+        out = []
+        for i, n in enumerate(self.names[img]):
+            kind = (self.col(n) or {}).get("kind")
+            out.append(connect.unscaled_digits_sql(f"hex_{img}[{i}]", kind) if kind in connect.HEX_KINDS else "cast(null as string)")
+        return "array(" + ", ".join(out) + ")"
+
+    def kinds_array(self, img: str) -> str | None:
+        """SQL (inferred): the JSON kind of each value of the image."""
+        if not self.inferred or not self.names[img]:
+            return None
+        return "array(" + ", ".join(self.kind(img, i) for i in range(len(self.names[img]))) + ")"
+
+    def class_array(self) -> str | None:
+        """SQL (inferred): the class letter of each column of :meth:`union`: the after value's
+        kind unless that is null (JSON null or no such key), else the before value's."""
+        if not self.inferred:
+            return None
+        out = []
+        for n in self.union():
+            ka = kb = ta = tb = "cast(null as string)"
+            if n in self.names["a"]:
+                j = self.names["a"].index(n)
+                ka, ta = f"kk_a[{j}]", self.value("a", j)
+            if n in self.names["b"]:
+                j = self.names["b"].index(n)
+                kb, tb = f"kk_b[{j}]", self.value("b", j)
+            use_a = f"coalesce({ka} != 'VOID', false)"
+            out.append(connect.kind_class_sql(f"(case when {use_a} then {ka} else {kb} end)", f"(case when {use_a} then {ta} else {tb} end)"))
+        return "array(" + ", ".join(out) + ")" if out else "cast(array() as array<string>)"
+
+    def image_sig(self, img: str) -> Sig:
+        """The typed image's :class:`Sig`: one conversion template per column."""
+        conv = []
+        for i, n in enumerate(self.names[img]):
+            if self.inferred:
+                conv.append(connect.inferred_sql(f"icls[{self.union().index(n)}]"))
+            else:
+                col = self.col(n)
+                pre = f"uns_{img}[{i}]" if col is not None and col["kind"] in connect.HEX_KINDS else None
+                conv.append(connect.wire_sql(col, pre))
+        return Sig(self.sig, tuple(self.names[img]), tuple(conv))
+
+    def raw(self, img: str, i: int) -> str:
+        """SQL: the raw text of a column; a MySQL zero date in a date/timestamp column reads as
+        NULL (no value, not a bad one)."""
+        v = self.value(img, i)
+        col = None if self.inferred else self.col(self.names[img][i])
+        if col is not None and col["kind"] in connect.DATE_KINDS:
+            return f"(case when {v} like '0000-00-00%' then null else {v} end)"
+        return v
+
+    def columns(self) -> str:
+        if self.inferred:
+            return "array(" + ", ".join(connect.inferred_column_sql(n, f"icls[{u}]") for u, n in enumerate(self.union())) + ")"
+        return columns_literal([{k: v for k, v in c.items() if k != "kind"} for c in self.declared])
 
 
-def _decimal_text_sql(unscaled: str, scale: str) -> str:
-    """SQL: plain decimal text of ``unscaled * 10^-scale`` (``223``, 2 -> ``2.23``; ``5``, 3 ->
-    ``0.005``; ``-12``, 0 -> ``-12``; ``7``, -2 -> ``700``)."""
-    w = f"greatest(length(dd), {scale} + 1)"
-    padded = f"lpad(dd, {w}, '0')"
-    sign = "(case when du < 0 then '-' else '' end)"
-    body = (
-        f"(case when du is null or {scale} is null then null "
-        f"when {scale} <= 0 then concat({sign}, dd, case when du = 0 then '' else repeat('0', -{scale}) end) "
-        f"else concat({sign}, substr({padded}, 1, {w} - {scale}), '.', substr({padded}, {w} - {scale} + 1)) end)"
-    )
-    # the digits without the sign, taken from the text: Spark 4.0's abs() on a decimal(38,0)
-    # rounds to 34 significant digits (abs(-9999999999999999999999999999999999999) gives
-    # 10000000000000000000000000000000000000, and 38 nines overflow)
-    return _let(unscaled, "du", _let("regexp_replace(cast(du as string), '^-', '')", "dd", body))
+def _plan(row) -> _Plan:
+    p = row["lo"]
+    names, pos = {}, {}
+    names["a"], pos["a"] = _layout(p["p1"])
+    names["b"], pos["b"] = _layout(p["p2"])
+    return _Plan(row["sig"], connect.connect_columns(p["p0"]), names, pos)
 
 
-def _base64_decimal_sql(b64: str, scale: str) -> str:
-    """SQL: decimal text of a Connect Decimal's base64 unscaled bytes; null when not base64."""
-    hexed = f"hex(try_to_binary(regexp_replace({b64}, '\\\\s', ''), 'base64'))"
-    return _let(hexed, "dh", _decimal_text_sql(_unscaled_sql("dh"), scale))
-
-
-def _time_text_sql(micros: str) -> str:
-    """SQL: ``[-]HH:MM:SS.ffffff`` from microseconds (of day, or a MySQL TIME duration)."""
-    body = (
-        "(case when tu is null or tu not between -86400000000000 and 86400000000000 then null else format_string('%s%02d:%02d:%02d.%06d', "
-        "case when tu < 0 then '-' else '' end, abs(tu) div 3600000000, (abs(tu) div 60000000) % 60, "
-        "(abs(tu) div 1000000) % 60, abs(tu) % 1000000) end)"
-    )
-    return _let(micros, "tu", body)
-
-
-def _wire_text_sql(t: str, vk: str, kind: str, scale: str) -> str:
-    """SQL: a Debezium value as text that :func:`cdclake.values.normalize_sql` reads for the
-    column's Spark type (logical types decoded); null when it cannot be read.
-
-    ``t`` is the value's JSON text (strings unquoted, objects as JSON), ``vk`` its JSON kind as
-    ``schema_of_variant`` names it, ``kind`` the column's conversion (see ``_KIND_BY_NAME``),
-    ``scale`` the Decimal scale.
-    """
-    isnum = f"({vk} in {_NUMERIC_KINDS} or {vk} like 'DECIMAL%')"
-    big = f"try_cast({t} as bigint)"
-    ms_lo, ms_hi = -62135596800000, 253402300799999  # 0001-01-01 .. 9999-12-31T23:59:59.999
-    return f"""(case
-      when {t} is null then null
-      when {kind} = 'decimal' then (case
-          when {vk} = 'STRING' then {_base64_decimal_sql(t, scale)}
-          when {t} rlike '[eE]' then format_string(concat('%.', greatest({scale}, 0), 'f'), try_cast({t} as double))
-          else {t} end)
-      when {kind} = 'vsdecimal' then {_let(f"from_json({t}, 'scale int, value string')", 'vs', _base64_decimal_sql('vs.value', 'vs.scale'))}
-      when {kind} = 'date' and {isnum} then (case when try_cast({t} as int) between -719162 and 2932896
-                                                then cast(date_add(date'1970-01-01', try_cast({t} as int)) as string) end)
-      when {kind} = 'ts_ms' and {isnum} then (case when {big} between {ms_lo} and {ms_hi}
-                                                 then date_format(timestamp_millis({big}), '{TS_FORMAT}') end)
-      when {kind} = 'ts_us' and {isnum} then (case when {big} between {ms_lo}000 and {ms_hi}999
-                                                 then date_format(timestamp_micros({big}), '{TS_FORMAT}') end)
-      when {kind} = 'ts_ns' and {isnum} then date_format(timestamp_micros({big} div 1000), '{TS_FORMAT}')
-      when {kind} = 'time_ms' and {isnum} then {_time_text_sql(f"try_multiply({big}, 1000)")}
-      when {kind} = 'time_us' and {isnum} then {_time_text_sql(big)}
-      when {kind} = 'time_ns' and {isnum} then {_time_text_sql(f"{big} div 1000")}
-      when {kind} = 'int' then (case when {t} rlike {_INT_TEXT} then cast(try_cast(trim({t}) as int) as string) end)
-      when {kind} = 'bigint' then (case when {t} rlike {_INT_TEXT} then cast(try_cast(trim({t}) as bigint) as string) end)
-      when {kind} = 'float' then cast(try_cast({t} as float) as string)
-      when {kind} = 'double' then cast(try_cast({t} as double) as string)
-      else {t} end)"""
-
-
-def _schema_columns_sql(fields: str) -> str:
-    """SQL: column declarations (COLUMN_SCHEMA fields + ``kind``) from the Connect schema fields
-    of a row struct."""
-    kind = (
-        "(case "
-        + " ".join(f"when f.name = '{n}' then '{k}'" for n, k in _KIND_BY_NAME.items())
-        + " when lower(f.type) in ('int8','int16','int32') then 'int'"
-        " when lower(f.type) = 'int64' then 'bigint'"
-        " when lower(f.type) in ('float','float32') then 'float'"
-        " when lower(f.type) in ('double','float64') then 'double'"
-        " when lower(f.type) = 'boolean' then 'boolean'"
-        " when lower(f.type) = 'bytes' then 'binary'"
-        " else 'string' end)"
-    )
-    first = f"""transform(filter({fields}, f -> f.field is not null), f -> named_struct(
-        'name', f.field,
-        'source_type', coalesce(f.name, f.type),
-        'kind', {kind},
-        'precision', case when f.name = '{DECIMAL}' then try_cast(f.parameters['connect.decimal.precision'] as int) end,
-        'scale', case when f.name = '{DECIMAL}' then coalesce(try_cast(f.parameters['scale'] as int), 0) end,
-        'nullable', f.optional))"""
-    p, s = "c.precision", "c.scale"
-    decimal_type = f"""(case
-        when {s} < 0 then (case when {p} is null then 'decimal(38,0)' when {p} - {s} > 38 then 'string'
-                                else concat('decimal(', {p} - {s}, ',0)') end)
-        when greatest(coalesce({p}, 38), {s}) > 38 then 'string'
-        else concat('decimal(', greatest(coalesce({p}, 38), {s}), ',', {s}, ')') end)"""
-    spark_type = _case("c.kind", _SPARK_BY_KIND, f"(case when c.kind = 'decimal' then {decimal_type} else 'string' end)")
-    return f"""transform({first}, c -> named_struct(
-        'name', c.name, 'source_type', c.source_type, 'spark_type', {spark_type},
-        'precision', c.precision, 'scale', c.scale, 'nullable', c.nullable, 'kind', c.kind))"""
-
-
-_IMAGE_MAP = "map<string,struct<t:string,vk:string>>"
-
-
-def _inferred_columns_sql(after: str, before: str) -> str:
-    """SQL: column declarations inferred from the JSON kinds of the values (no envelope): one
-    per key of ``after`` then of ``before`` (``map_zip_with`` joins them by key in one pass),
-    typed by the ``after`` value unless that is null."""
-    picks = (
-        f"map_zip_with(coalesce({after}, cast(map() as {_IMAGE_MAP})), coalesce({before}, cast(map() as {_IMAGE_MAP})), "
-        "(ik, a, b) -> coalesce(case when a.vk != 'VOID' then a end, b))"
-    )
-    st = """(case when e.x is null or e.x.vk is null or e.x.vk = 'VOID' then cast(null as string)
-          when e.x.vk = 'STRING' then 'string'
-          when e.x.vk = 'BOOLEAN' then 'boolean'
-          when e.x.vk like 'OBJECT%' or e.x.vk like 'ARRAY%' then 'string'
-          when e.x.vk in ('DOUBLE','FLOAT') or e.x.t rlike '[.eE]' then 'double'
-          when e.x.vk in ('BIGINT','INT','SMALLINT','TINYINT') then 'bigint'
-          when e.x.vk like 'DECIMAL%' then 'decimal(38,0)'
-          else 'string' end)"""
-    source_type = """concat('json:', case when e.x is null or e.x.vk is null or e.x.vk = 'VOID' then 'null'
-          when e.x.vk = 'STRING' then 'string' when e.x.vk = 'BOOLEAN' then 'boolean'
-          when e.x.vk like 'OBJECT%' then 'object' when e.x.vk like 'ARRAY%' then 'array'
-          when e.x.vk in ('DOUBLE','FLOAT') or e.x.t rlike '[.eE]' then 'number'
-          else 'integer' end)"""
-    return f"""transform(transform(map_entries({picks}), me -> named_struct('n', me.key, 'x', me.value)), e -> named_struct(
-        'name', e.n, 'source_type', {source_type}, 'spark_type', {st},
-        'precision', cast(null as int), 'scale', cast(null as int), 'nullable', cast(null as boolean),
-        'kind', case {st} when 'bigint' then 'bigint' when 'double' then 'double' else 'string' end))"""
+def _arrays(df: DataFrame, plans: list[_Plan], cols: dict[str, callable]) -> DataFrame:
+    """Add one ``array<string>`` column per entry of ``cols`` (name -> per-plan SQL or None),
+    a CASE over the signatures; NULL for signatures without one."""
+    exprs = []
+    for name, fn in cols.items():
+        have = [p for p in plans if fn(p) is not None]
+        exprs.append(f"{sig_case('sig', have, fn, _NULL_STRINGS) if have else _NULL_STRINGS} as {name}")
+    return df.selectExpr("*", *exprs)
 
 
 def _ddl_spark_type_sql(c: str) -> str:
@@ -406,6 +385,7 @@ def _lsn_hi_lo(hexcol: str) -> tuple[str, str]:
     return hi, lo
 
 
+
 class DebeziumJsonDecoder(Decoder):
     """Debezium change events as JSON; see the module docstring for the mapping."""
 
@@ -421,102 +401,110 @@ class DebeziumJsonDecoder(Decoder):
     )
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
+        # ---- parse: one from_json per record; images stay raw, the Connect schema raw text -----
         df = parse_json(raw, SCHEMA)
-        from_j = ", ".join(f"'{n}', j.`{n}`" for n, _ in BODY_FIELDS)
+        # Records SCHEMA does not fit (rare) are read again the lenient way and decoded from that
+        # reading: ``fb``. Their parse error is the lenient reading's.
         df = df.selectExpr(
             "*",
-            "j.payload is not null as env",
-            # JsonConverter's rendering of a null value with schemas enabled: a tombstone too
-            r"""(j.payload is null and j.`schema` is null and text rlike '^\\s*\\{\\s*"schema"\\s*:\\s*null\\s*,\\s*"payload"\\s*:\\s*null\\s*\\}\\s*$') as null_env""",
-            f"""(case when j.payload is not null then from_json(j.payload, '{BODY_SCHEMA}, {CORRUPT} string', {_JSON_OPTS})
-                      else named_struct({from_j}, '{CORRUPT}', cast(null as string)) end) as b""",
-            "cast(key as string) as key_text",
+            f"case when j.{CORRUPT} is not null then from_json(text, '{LENIENT_SCHEMA}, {CORRUPT} string', {_JSON_OPTS}) end as jl",
+        )
+        df = df.selectExpr("*", f"coalesce(jl.{CORRUPT} is null, false) and jl is not null as fb").selectExpr(
+            *[c for c in df.columns if c not in ("parse_error", "parse_message")],
+            "fb",
+            "case when fb then null else parse_error end as parse_error",
+            "case when fb then null else parse_message end as parse_message",
+        )
+        fields = lambda s: ", ".join(f"'{n}', {s}.`{n}`" for n in _OTHER)  # noqa: E731
+        df = df.selectExpr(
+            "*",
+            "case when fb then jl.payload is not null else j.payload is not null end as env",
+            f"""case when fb then (case when jl.payload is not null then from_json(jl.payload, '{BODY_SCHEMA}, {CORRUPT} string', {_JSON_OPTS})
+                                        else named_struct({", ".join(f"'{n}', jl.`{n}`" for n, _ in BODY_FIELDS)}, '{CORRUPT}', cast(null as string)) end) end as bl""",
+            "case when fb then jl.`schema` else j.`schema` end as schema_txt",
+        )
+        img = lambda n: (  # noqa: E731
+            f"case when fb then from_json(bl.`{n}`, '{_IMAGE}') when j.payload is not null then j.payload.`{n}` else j.`{n}` end as {n}_m",
+            f"case when fb then bl.`{n}` is not null when j.payload is not null then j.payload.`{n}` is not null else j.`{n}` is not null end as {n}_p",
+            f"case when fb then bl.`{n}` end as fb_{n}",
         )
         df = df.selectExpr(
             "*",
-            "b.source as src",
+            f"case when fb then named_struct({fields('bl')}) when j.payload is not null then named_struct({fields('j.payload')}) else named_struct({fields('j')}) end as b",
+            *img("after"),
+            *img("before"),
+            "case when fb then bl.`_corrupt_record` is not null end as bl_bad",
+        )
+        df = df.selectExpr(
+            "*",
             "try_cast(b.ts_ms as bigint) as ts",
             f"case when b.historyRecord is not null then from_json(b.historyRecord, '{HISTORY_SCHEMA}') end as hist",
-            f"case when env then from_json(j.`schema`, '{CONNECT_SCHEMA}') end as cs",
-            "case when env then j.payload else text end as body_text",
+            # JsonConverter's rendering of a null value with schemas enabled: a tombstone too
+            r"""(not env and schema_txt is null and text rlike '^\\s*\\{\\s*"schema"\\s*:\\s*null\\s*,\\s*"payload"\\s*:\\s*null\\s*\\}\\s*$') as null_env""",
         )
+        # the number of fields of the event (heartbeats have one), only read for candidates
+        body_size = f"""size(case when fb then from_json(case when env then jl.payload else text end, '{_IMAGE}')
+                                  when env then from_json(text, 'payload {_IMAGE}').payload else from_json(text, '{_IMAGE}') end)"""
         df = df.selectExpr(
             "*",
             "coalesce(b.ddl, hist.ddl) as ddl_text",
             "coalesce(b.tableChanges, hist.tableChanges) as tc",
             "coalesce(b.databaseName, hist.databaseName) as db_name",
             "coalesce(b.schemaName, hist.schemaName) as schema_name",
-            "coalesce(case when try_cast(src.ts_ms as bigint) > 0 then try_cast(src.ts_ms as bigint) end, ts) as event_time",
+            "coalesce(case when try_cast(b.source.ts_ms as bigint) > 0 then try_cast(b.source.ts_ms as bigint) end, ts) as event_time",
             f"""(case when is_tombstone or null_env then 'skip'
                       when parse_error is not null then 'error'
-                      when env and b.{CORRUPT} is not null then 'bad_payload'
+                      when env and bl_bad then 'bad_payload'
                       when b.op is not null then (case when b.op in ('c','u','d','r') then 'data' when b.op = 't' then 'truncate'
                                                        when b.op = 'm' then 'message' else 'unknown' end)
                       when upper(b.status) in ('BEGIN', 'END') then 'tx'
                       when b.ddl is not null or b.tableChanges is not null or b.historyRecord is not null then 'ddl'
-                      when ts is not null and b.source is null and b.before is null and b.after is null
-                           and size(from_json(body_text, 'map<string,string>')) = 1 then 'heartbeat'
+                      when ts is not null and b.source is null and not before_p and not after_p and {body_size} = 1 then 'heartbeat'
                       else 'none' end) as rt""",
         )
+        df = df.selectExpr("*", "case when rt = 'data' and env then schema_txt end as sig_schema")
+        df = df.selectExpr("*", f"case when rt = 'data' then {_SIG} end as sig")
+        keep = [
+            "source_record", "key", "value", "parse_error", "parse_message", "rt", "env", "fb", "b", "ts", "event_time",
+            "ddl_text", "tc", "db_name", "schema_name", "after_m", "before_m", "after_p", "before_p", "fb_after",
+            "fb_before", "sig_schema", "sig",
+        ]
+        df = persist_stage(df.select(*keep))
 
-        # Images: each value's JSON text (map<string,string>) beside its JSON kind (variant).
-        def image(col: str) -> str:
-            # both maps come from the same text, so their keys are in the same (document) order
-            return f"""(case when rt = 'data' then {_let(f"from_json(b.{col}, 'map<string,string>')", 'ms', _let(
-                          f"from_json(b.{col}, 'map<string,variant>')", 'mv',
-                          "map_from_arrays(map_keys(ms), zip_with(map_values(ms), map_values(mv), "
-                          "(s, v) -> named_struct('t', s, 'vk', schema_of_variant(v))))"))} end) as {col}_k"""
+        # ---- types: once per signature, on the driver (the Connect schema read by json.loads) ---
+        plans = [_plan(r) for r in collect_signatures(df, "sig", SIG_PARTS)]
+        inferred = [p for p in plans if p.inferred]
 
-        df = df.selectExpr("*", image("after"), image("before"))
-        fields = (
-            "coalesce(try_element_at(filter(cs.fields, f -> f.field = 'after'), 1).fields, "
-            "try_element_at(filter(cs.fields, f -> f.field = 'before'), 1).fields)"
-        )
+        # ---- typed images: one conversion per column -------------------------------------------
+        df = df.selectExpr("*", "map_values(after_m) as vals_a", "map_values(before_m) as vals_b")
+        # The images' JSON kinds, from a second parse of the records that need them: those whose
+        # types are inferred, and digits-only Decimal values (a JSON string or a JSON number?)
+        need = sig_case("sig", [p for p in plans if p.need_kinds() != "false"], _Plan.need_kinds, "false")
+        kind_parse = f"""(case when fb then named_struct('before', from_json(fb_before, 'map<string,variant>'),
+                                                        'after', from_json(fb_after, 'map<string,variant>'))
+                               when env then from_json(cast(value as string), '{KIND_ENV}').payload
+                               else from_json(cast(value as string), '{KIND_BARE}') end)"""
+        df = df.selectExpr("*", f"case when {need} then {kind_parse} end as kv")
+        df = df.selectExpr("*", "map_values(kv.after) as kv_a", "map_values(kv.before) as kv_b")
+        df = _arrays(df, plans, {
+            "hex_a": lambda p: p.hex_array("a"), "hex_b": lambda p: p.hex_array("b"),
+            "kk_a": lambda p: p.kinds_array("a"), "kk_b": lambda p: p.kinds_array("b"),
+        })
+        df = _arrays(df, plans, {
+            "uns_a": lambda p: p.unscaled_array("a"), "uns_b": lambda p: p.unscaled_array("b"),
+            "icls": lambda p: p.class_array(),
+        })
+        by_id = {p.sig: p for p in plans}
+        df = add_typed_image(df, "sig", [p.image_sig("a") for p in plans], "after_img", lambda s, i: by_id[s.id].raw("a", i), "after_m is not null")
+        df = add_typed_image(df, "sig", [p.image_sig("b") for p in plans], "before_img", lambda s, i: by_id[s.id].raw("b", i), "before_m is not null")
+        # an image the kinds parse could not read (nested duplicate keys): as unreadable as before
+        kv_bad = sig_case("sig", inferred, lambda p: "((after_m is not null and kv.after is null) or (before_m is not null and kv.before is null))", "false")
         df = df.selectExpr(
             "*",
-            f"""(case when rt = 'data' then coalesce({_schema_columns_sql(fields)}, {_inferred_columns_sql('after_k', 'before_k')}) end) as decl0""",
-        )
-        # Column names must be unique and not null for the map below; a schema that repeats a
-        # name (malformed) keeps the first declaration (the O(n^2) filter only runs then).
-        df = df.selectExpr(
-            "*",
-            """(case when size(array_distinct(transform(decl0, c -> c.name))) = size(decl0) and forall(decl0, c -> c.name is not null)
-                     then decl0
-                     else filter(decl0, (c, i) -> c.name is not null and array_position(transform(decl0, d -> d.name), c.name) = i + 1)
-                end) as decl""",
-        )
-        df = df.selectExpr(
-            "*",
-            "map_from_arrays(transform(decl, c -> c.name), decl) as declm",
-            "transform(decl, c -> named_struct('name', c.name, 'source_type', c.source_type, 'spark_type', c.spark_type, "
-            "'precision', c.precision, 'scale', c.scale, 'nullable', c.nullable)) as cols",
-        )
-
-        # Stage 1: Debezium's wire values -> text of the column's Spark type; stage 2: the
-        # canonical encoding (cdclake.values.normalize_sql); ok is false when either fails.
-        # map_zip_with joins each image to the declarations by key in one pass (a hash join,
-        # not a lookup per value); keys only declared (x null) are dropped again.
-        wire = _wire_text_sql("x.t", "x.vk", "coalesce(dc.kind, 'string')", "dc.scale")
-        canon = _let(
-            normalize_sql("w", "coalesce(dc.spark_type, 'string')"),
-            "nz",
-            "named_struct('value', nz.value, 'ok', (x.t is null or w is not null) and coalesce(nz.ok, false))",
-        )
-        declm = "coalesce(declm, cast(map() as map<string,struct<name:string,source_type:string,spark_type:string,precision:int,scale:int,nullable:boolean,kind:string>>))"
-
-        def convert(img: str) -> str:
-            return (
-                f"map_filter(map_zip_with({img}, {declm}, (k, x, dc) -> case when x is not null then {_let(wire, 'w', canon)} end), "
-                "(k, z) -> z is not null)"
-            )
-
-        df = df.selectExpr("*", f"{convert('after_k')} as after_c", f"{convert('before_k')} as before_c")
-        df = df.selectExpr(
-            "*",
-            "transform_values(after_c, (k, z) -> z.value) as after_img",
-            "transform_values(before_c, (k, z) -> z.value) as before_img",
-            """array_distinct(concat(coalesce(map_keys(map_filter(before_c, (k, z) -> not z.ok)), cast(array() as array<string>)),
-                                     coalesce(map_keys(map_filter(after_c, (k, z) -> not z.ok)), cast(array() as array<string>)))) as bad_cols""",
+            "array_distinct(concat(before_img_bad, after_img_bad)) as bad_cols",
+            f"{kv_bad} as kv_bad",
+            f"{sig_case('sig', plans, _Plan.columns, columns_literal(None))} as cols",
+            "b.source as src",
         )
 
         # Position, per connector.
@@ -573,22 +561,19 @@ class DebeziumJsonDecoder(Decoder):
             when pstyle = 'mongo' then true
             else event_time is not null end)"""
         # Primary key: the Kafka key's fields (enveloped or bare).
-        key_map = "from_json(key_text, 'map<string,string>')"
-        pk = _let(
-            key_map,
-            "km",
-            """(case when km is null then cast(null as array<string>)
+        df = df.selectExpr("*", "case when rt = 'data' then from_json(cast(key as string), 'map<string,string>') end as km")
+        pk = """(case when km is null then cast(null as array<string>)
                      when size(km) = 2 and map_contains_key(km, 'schema') and map_contains_key(km, 'payload')
-                       then map_keys(from_json(km['payload'], 'map<string,string>'))
-                     else map_keys(km) end)""",
-        )
+                       then json_object_keys(km['payload'])
+                     else map_keys(km) end)"""
         df = df.selectExpr(
             "*",
             f"{position} as pos",
             f"coalesce({pos_ok}, false) as pos_ok",
-            f"(case when rt = 'data' then {_let(pk, 'pkk', 'case when size(pkk) > 0 then pkk end')} end) as pk",
+            f"{pk} as pkk",
             "coalesce(src.`table`, src.collection) as tbl",
         )
+        df = df.selectExpr("*", "case when size(pkk) > 0 then pkk end as pk")
 
         common = dict(format=f"'{NAME}'", event_time_ms="event_time")
         data_common = dict(
@@ -673,12 +658,12 @@ class DebeziumJsonDecoder(Decoder):
             (rt == "unknown", RejectCode.UNKNOWN_OP.value, F.concat(F.lit("unknown Debezium op "), F.col("b.op"))),
             (rt.isin("data", "truncate") & F.col("tbl").isNull(), RejectCode.MISSING_TABLE.value, "'source' names no table"),
             (
-                is_data & F.expr("(b.after is not null and after_k is null) or (b.before is not null and before_k is null)"),
+                is_data & F.expr("(after_p and after_m is null) or (before_p and before_m is null) or kv_bad"),
                 RejectCode.SCHEMA_MISMATCH.value,
                 "'before' or 'after' is not a JSON object",
             ),
             (
-                is_data & F.expr("(b.op in ('c','r','u') and after_k is null) or (b.op = 'd' and before_k is null)"),
+                is_data & F.expr("(b.op in ('c','r','u') and after_m is null) or (b.op = 'd' and before_m is null)"),
                 RejectCode.MISSING_IMAGE.value,
                 F.expr("concat('op ', b.op, case when b.op = 'd' then ' without before' else ' without after' end)"),
             ),

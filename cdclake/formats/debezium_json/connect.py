@@ -1,0 +1,408 @@
+"""Debezium values -> canonical text, worked out on the driver once per signature.
+
+Two ways a data record's column types are known (see the decoder's module docstring):
+
+* **Kafka Connect schema** (the ``schema``/``payload`` envelope): :func:`connect_columns` reads
+  the schema text once per distinct schema (``json.loads``) into column declarations, each
+  with the *kind* of its wire value (``decimal``, ``date``, ``ts_ms`` ...); :func:`wire_sql`
+  is the per-column SQL template (``{0}`` = the value's text as ``from_json`` gives it in a
+  ``map<string,string>``) turning that wire value into canonical text, NULL when unreadable.
+* **JSON value kinds** (no envelope, or a schema that declares no row fields): the type of a
+  column is the JSON kind of its value, which differs from record to record; it is read per
+  value from a ``map<string,variant>`` parse of the images (:func:`kind_class_sql`) into a
+  one-letter class, and :func:`inferred_sql` converts by that class.
+
+Every template is plain top-level SQL (no lambda) and ANSI-safe (``try_cast``, ``try_add``,
+range guards before ``timestamp_millis``/``conv``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from decimal import Decimal
+
+from cdclake.formats.typed import TS_FORMAT, sql_str
+
+DECIMAL = "org.apache.kafka.connect.data.Decimal"
+VS_DECIMAL = "io.debezium.data.VariableScaleDecimal"
+KIND_BY_NAME = {
+    DECIMAL: "decimal",
+    VS_DECIMAL: "vsdecimal",
+    "io.debezium.time.Date": "date",
+    "org.apache.kafka.connect.data.Date": "date",
+    "io.debezium.time.Timestamp": "ts_ms",
+    "org.apache.kafka.connect.data.Timestamp": "ts_ms",
+    "io.debezium.time.MicroTimestamp": "ts_us",
+    "io.debezium.time.NanoTimestamp": "ts_ns",
+    "io.debezium.time.ZonedTimestamp": "ts_iso",
+    "io.debezium.time.Time": "time_ms",
+    "org.apache.kafka.connect.data.Time": "time_ms",
+    "io.debezium.time.MicroTime": "time_us",
+    "io.debezium.time.NanoTime": "time_ns",
+}
+_KIND_BY_TYPE = {
+    "int8": "int", "int16": "int", "int32": "int", "int64": "bigint", "float": "float", "float32": "float",
+    "double": "double", "float64": "double", "boolean": "boolean", "bytes": "binary",
+}
+SPARK_BY_KIND = {
+    "vsdecimal": "string",
+    "date": "date",
+    "ts_ms": "timestamp",
+    "ts_us": "timestamp",
+    "ts_ns": "timestamp",
+    "ts_iso": "timestamp",
+    "time_ms": "string",
+    "time_us": "string",
+    "time_ns": "string",
+    "int": "int",
+    "bigint": "bigint",
+    "float": "float",
+    "double": "double",
+    "boolean": "boolean",
+    "binary": "binary",
+}
+
+# ---- the Connect schema, on the driver ------------------------------------------------------------
+
+
+def _text(v) -> str | None:
+    """A JSON value as Spark's ``from_json`` reads it into a ``string`` field: strings as they
+    are, other values as their (compact) JSON text."""
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return _java_double(v)
+    return json.dumps(v, separators=(",", ":"), ensure_ascii=False)
+
+
+def _java_double(d: float) -> str:
+    """Java's ``Double.toString`` (how Jackson writes a JSON number that ``from_json`` copies
+    into a string field)."""
+    if d != d:
+        return "NaN"
+    if d in (float("inf"), float("-inf")):
+        return "Infinity" if d > 0 else "-Infinity"
+    if d == 0 or 1e-3 <= abs(d) < 1e7:
+        r = repr(d)
+        return r if "." in r else r + ".0"
+    sign, digits, exp = Decimal(repr(d)).normalize().as_tuple()
+    ds = "".join(map(str, digits))
+    return f"{'-' if sign else ''}{ds[0]}.{ds[1:] or '0'}E{len(ds) + exp - 1}"
+
+
+def _bool(v) -> bool | None:
+    return v if isinstance(v, bool) else None
+
+
+def _int(text: str | None) -> int | None:
+    """Spark's ``try_cast(text as int)``."""
+    if text is None:
+        return None
+    t = text.strip(" \t\n\r\f\v")
+    if not re.fullmatch(r"[+-]?[0-9]+", t):
+        return None
+    n = int(t)
+    return n if -(2**31) <= n < 2**31 else None
+
+
+def _structs(v) -> list[dict] | None:
+    """An ``array<struct<...>>`` field as ``from_json`` reads it: None unless a JSON array of
+    objects (one element of another kind makes the whole array NULL)."""
+    if not isinstance(v, list) or not all(isinstance(e, dict) for e in v):
+        return None
+    return v
+
+
+def _params(v) -> dict | None:
+    if not isinstance(v, dict):
+        return None
+    return {k: _text(x) for k, x in v.items()}
+
+
+def decimal_spark_type(precision: int | None, scale: int) -> str:
+    """The Spark type of a Connect Decimal (``string`` beyond 38 digits)."""
+    if scale < 0:
+        if precision is None:
+            return "decimal(38,0)"
+        return "string" if precision - scale > 38 else f"decimal({precision - scale},0)"
+    p = 38 if precision is None else precision
+    if max(p, scale) > 38:
+        return "string"
+    return f"decimal({max(p, scale)},{scale})"
+
+
+def connect_columns(schema_text: str | None) -> list[dict] | None:
+    """The column declarations of an envelope's Kafka Connect schema: one dict per field of its
+    ``after`` struct (else ``before``) with COLUMN_SCHEMA's keys plus ``kind`` (the wire
+    conversion); None when the schema declares no row fields (types are then inferred from the
+    values). A name declared twice keeps its first declaration."""
+    if schema_text is None:
+        return None
+    try:
+        s = json.loads(schema_text)
+    except ValueError:
+        return None
+    if not isinstance(s, dict):
+        return None
+    envelope = _structs(s.get("fields"))
+    if envelope is None:
+        return None
+
+    def row_fields(name: str):
+        for f in envelope:
+            if _text(f.get("field")) == name:
+                return _structs(f.get("fields"))
+        return None
+
+    fields = row_fields("after")
+    if fields is None:
+        fields = row_fields("before")
+    if fields is None:
+        return None
+    out, seen = [], set()
+    for f in fields:
+        name = _text(f.get("field"))
+        if name is None or name in seen:
+            continue
+        seen.add(name)
+        logical, ctype = _text(f.get("name")), _text(f.get("type"))
+        kind = KIND_BY_NAME.get(logical) or _KIND_BY_TYPE.get((ctype or "").lower(), "string")
+        precision = scale = None
+        if logical == DECIMAL:
+            params = _params(f.get("parameters")) or {}
+            precision = _int(params.get("connect.decimal.precision"))
+            scale = _int(params.get("scale"))
+            scale = 0 if scale is None else scale
+        spark_type = decimal_spark_type(precision, scale) if kind == "decimal" else SPARK_BY_KIND.get(kind, "string")
+        out.append(dict(name=name, source_type=logical if logical is not None else ctype, spark_type=spark_type,
+                        precision=precision, scale=scale, nullable=_bool(f.get("optional")), kind=kind))
+    return out
+
+
+# ---- SQL templates: wire value -> canonical text ----------------------------------------------------
+
+#: text of a JSON number as ``from_json`` copies it into a string (Jackson: integers as digits,
+#: other numbers through a double: ``1.5``, ``1.0E10``)
+NUMBER_TEXT = r"'^-?[0-9]+(\\.[0-9]+(E-?[0-9]+)?)?$'"
+_NON_FINITE = "('\"NaN\"', '\"Infinity\"', '\"-Infinity\"')"
+_INT_TEXT = r"'^\\s*[+-]?[0-9]+\\s*$'"
+_DIGITS = r"'^[0-9]+$'"
+_NUMERIC_RE = r"'^\\s*[+-]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][+-]?[0-9]+)?\\s*$'"
+#: 2^60 and 2^120: a hex text of up to 34 digits is read as three chunks of at most 15 digits
+_P60 = "1152921504606846976BD"
+_P120 = "1329227995784915872903807060280344576BD"
+#: the kinds whose Spark type is date or timestamp (MySQL zero dates there read as NULL)
+DATE_KINDS = ("date", "ts_ms", "ts_us", "ts_ns", "ts_iso")
+#: the kinds whose wire value is base64 text read in a pre-projection (see decimal_hex_sql)
+HEX_KINDS = ("decimal", "vsdecimal")
+
+
+def is_number_sql(v: str) -> str:
+    """SQL: ``v`` (a value's text) is the text of a JSON number."""
+    return f"({v} rlike {NUMBER_TEXT} or {v} in {_NON_FINITE})"
+
+
+def _ts_text(v: str) -> str:
+    return f"date_format(coalesce(try_to_timestamp({v}), try_cast({v} as timestamp)), '{TS_FORMAT}')"
+
+
+def _date_text(v: str) -> str:
+    return f"cast(try_cast(substr(trim({v}), 1, 10) as date) as string)"
+
+
+def _bool_text(v: str) -> str:
+    return f"(case lower(trim({v})) when 'true' then 'true' when '1' then 'true' when 'false' then 'false' when '0' then 'false' end)"
+
+
+def _decimal_normal(v: str) -> str:
+    return f"(case when {v} rlike {_NUMERIC_RE} then trim({v}) end)"
+
+
+def _time_text(micros: str) -> str:
+    """SQL: ``[-]HH:MM:SS.ffffff`` from microseconds (of day, or a MySQL TIME duration)."""
+    m = micros
+    return (
+        f"(case when {m} is null or {m} not between -86400000000000 and 86400000000000 then null else "
+        f"format_string('%s%02d:%02d:%02d.%06d', case when {m} < 0 then '-' else '' end, abs({m}) div 3600000000, "
+        f"(abs({m}) div 60000000) % 60, (abs({m}) div 1000000) % 60, abs({m}) % 1000000) end)"
+    )
+
+
+def decimal_is_string_sql(v: str, kind: str) -> str:
+    """SQL: the Decimal value whose text is ``v`` was a JSON string (base64 bytes), not a JSON
+    number. Only digits-only text can be either (``"1234"`` is valid base64): there the value's
+    JSON kind ``kind`` (``schema_of_variant`` of the value, from a second parse of the few
+    records that have one) decides."""
+    return f"(case when {v} rlike {_DIGITS} then coalesce({kind} = 'STRING', false) when {is_number_sql(v)} then false else true end)"
+
+
+def decimal_hex_sql(v: str, is_string: str) -> str:
+    """SQL (first pre-projection of a Decimal column): the upper-case hex of the base64 bytes of
+    ``v`` when the value is a JSON string (``is_string``), '' when that is not base64; NULL when
+    the value is a JSON number (read as a number) or NULL."""
+    return f"(case when {v} is not null and {is_string} then coalesce(hex(try_to_binary(regexp_replace({v}, '\\\\s', ''), 'base64')), '') end)"
+
+
+def vsdecimal_hex_sql(v: str) -> str:
+    """SQL (first pre-projection of a VariableScaleDecimal column ``{"scale": s, "value":
+    base64}``): ``<scale>:<hex of value>`` ('' parts when missing or not base64)."""
+    vs = f"from_json({v}, 'scale int, value string')"
+    return (
+        f"(case when {v} is not null then concat(coalesce(cast({vs}.scale as string), ''), ':', "
+        f"coalesce(hex(try_to_binary(regexp_replace({vs}.value, '\\\\s', ''), 'base64')), '')) end)"
+    )
+
+
+def unscaled_digits_sql(h: str, kind: str) -> str:
+    """SQL (second pre-projection): the first pre-projection's hex ``h`` read as the unscaled
+    value's digits ('' when unreadable); for ``vsdecimal`` ``<scale>:<digits>``."""
+    if kind == "vsdecimal":
+        hx = f"substring_index({h}, ':', -1)"
+        return f"(case when {h} is not null then concat(substring_index({h}, ':', 1), ':', coalesce(cast({unscaled_sql(hx)} as string), '')) end)"
+    return f"(case when {h} is not null then coalesce(cast({unscaled_sql(h)} as string), '') end)"
+
+
+def unscaled_sql(h: str) -> str:
+    """SQL: the signed value (decimal(38,0)) of big-endian two's-complement bytes given as the
+    upper-case hex text ``h``; NULL when empty, longer than 17 bytes or beyond 38 digits.
+
+    No loop over the bytes: the hex digits (of the inverted bytes when negative, -1 - ~x) are
+    read as three chunks of at most 15 digits (``conv``, exact in a long) and combined with
+    decimal arithmetic (``try_*``: never an overflow error, also under ANSI mode)."""
+    neg = f"(substr({h}, 1, 1) >= '8')"
+    g = f"(case when {neg} then translate({h}, '0123456789ABCDEF', 'FEDCBA9876543210') else {h} end)"
+    n = f"length({h})"
+    chunk = lambda e: f"cast(coalesce(conv(nullif({e}, ''), 16, 10), '0') as decimal(38,0))"  # noqa: E731
+    lo = chunk(f"right({g}, 15)")
+    mid = chunk(f"right(left({g}, greatest({n} - 15, 0)), 15)")
+    hi = chunk(f"left({g}, greatest({n} - 30, 0))")
+    u = f"try_add(try_add(try_multiply({hi}, {_P120}), try_multiply({mid}, {_P60})), {lo})"
+    return (
+        f"(case when {h} is null or {n} = 0 or {n} > 34 then cast(null as decimal(38,0)) "
+        f"when {neg} then cast(try_subtract(cast(-1 as decimal(38,0)), {u}) as decimal(38,0)) else cast({u} as decimal(38,0)) end)"
+    )
+
+
+def scaled_text_sql(d: str, scale: str) -> str:
+    """SQL: plain decimal text of the integer text ``d`` (``-`` sign allowed) times
+    ``10^-scale`` (``223``, 2 -> ``2.23``; ``5``, 3 -> ``0.005``; ``-12``, 0 -> ``-12``;
+    ``7``, -2 -> ``700``). Text only: no decimal arithmetic, exact for any length."""
+    neg = f"({d} like '-%')"
+    dd = f"regexp_replace({d}, '^-', '')"
+    sign = f"(case when {neg} then '-' else '' end)"
+    w = f"greatest(length({dd}), {scale} + 1)"
+    padded = f"lpad({dd}, {w}, '0')"
+    return (
+        f"(case when {d} is null or {scale} is null then null "
+        f"when {scale} <= 0 then concat({d}, case when {dd} = '0' then '' else repeat('0', -{scale}) end) "
+        f"else concat({sign}, substr({padded}, 1, {w} - {scale}), '.', substr({padded}, {w} - {scale} + 1)) end)"
+    )
+
+
+def wire_sql(col: dict | None, pre: str | None = None) -> str:
+    """SQL template (``{0}`` = the value's text) turning a value of the declared column ``col``
+    (a :func:`connect_columns` entry; None: undeclared, kept as text) into canonical text, NULL
+    when it cannot be read. ``pre`` is the column's entry in the pre-projection (the unscaled
+    digits of a Decimal's base64 bytes, see :func:`decimal_hex_sql`), for Decimal kinds."""
+    kind = "string" if col is None else col["kind"]
+    spark_type = "string" if col is None else col["spark_type"]
+    v = "{0}"
+    num = is_number_sql(v)
+    big = f"try_cast({v} as bigint)"
+    ms_lo, ms_hi = -62135596800000, 253402300799999  # 0001-01-01 .. 9999-12-31T23:59:59.999
+    if kind == "decimal":
+        # pre: the unscaled digits of the base64 bytes ('' when unreadable), NULL for numbers
+        scale = col["scale"]
+        from_bytes = f"(case when {pre} = '' then null else {scaled_text_sql(pre, str(scale))} end)"
+        exp = f"format_string('%.{max(scale, 0)}f', try_cast({v} as double))"
+        if spark_type == "string":
+            return f"(case when {pre} is not null then {from_bytes} when {v} rlike '[eE]' then {exp} else {v} end)"
+        return f"(case when {pre} is not null then {from_bytes} when {v} rlike '[eE]' then {_decimal_normal(exp)} else {_decimal_normal(v)} end)"
+    if kind == "vsdecimal":
+        # pre: '<scale>:<unscaled digits>'
+        digits = f"substring_index({pre}, ':', -1)"
+        s = f"try_cast(nullif(substring_index({pre}, ':', 1), '') as int)"
+        return f"(case when {digits} = '' then null else {scaled_text_sql(digits, s)} end)"
+    if kind == "date":
+        days = f"try_cast({v} as int)"
+        return (
+            f"(case when {num} then (case when {days} between -719162 and 2932896 then cast(date_add(date'1970-01-01', {days}) as string) end) "
+            f"else {_date_text(v)} end)"
+        )
+    if kind == "ts_ms":
+        return f"(case when {num} then (case when {big} between {ms_lo} and {ms_hi} then date_format(timestamp_millis({big}), '{TS_FORMAT}') end) else {_ts_text(v)} end)"
+    if kind == "ts_us":
+        return f"(case when {num} then (case when {big} between {ms_lo}000 and {ms_hi}999 then date_format(timestamp_micros({big}), '{TS_FORMAT}') end) else {_ts_text(v)} end)"
+    if kind == "ts_ns":
+        return f"(case when {num} then {_ts_text(f'date_format(timestamp_micros({big} div 1000), {chr(39)}{TS_FORMAT}{chr(39)})')} else {_ts_text(v)} end)"
+    if kind == "ts_iso":
+        return _ts_text(v)
+    if kind == "time_ms":
+        return f"(case when {num} then {_time_text(f'try_multiply({big}, 1000)')} else {v} end)"
+    if kind == "time_us":
+        return f"(case when {num} then {_time_text(big)} else {v} end)"
+    if kind == "time_ns":
+        return f"(case when {num} then {_time_text(f'({big} div 1000)')} else {v} end)"
+    if kind in ("int", "bigint"):
+        return f"(case when {v} rlike {_INT_TEXT} then cast(try_cast(trim({v}) as {kind}) as string) end)"
+    if kind in ("float", "double"):
+        return f"cast(try_cast({v} as {kind}) as string)"
+    if kind == "boolean":
+        return _bool_text(v)
+    if kind == "binary":
+        stripped = f"regexp_replace({v}, '\\\\s', '')"
+        return f"(case when try_to_binary({stripped}, 'base64') is not null then {stripped} end)"
+    return v
+
+
+# ---- no schema: types from the JSON kinds of the values -------------------------------------------
+
+#: class letter -> (spark_type, source_type) of an inferred column
+INFERRED = {
+    "N": (None, "json:null"),
+    "S": ("string", "json:string"),
+    "B": ("boolean", "json:boolean"),
+    "O": ("string", "json:object"),
+    "A": ("string", "json:array"),
+    "F": ("double", "json:number"),
+    "I": ("bigint", "json:integer"),
+    "D": ("decimal(38,0)", "json:integer"),
+    "X": ("string", "json:integer"),
+}
+
+
+def kind_class_sql(kind: str, text: str) -> str:
+    """SQL: the class letter of a value from its JSON kind ``kind`` (``schema_of_variant`` text,
+    NULL when the value is absent) and its text: an integer beyond bigint (``DECIMAL(p,0)``)
+    is ``D``, a number with a fraction or exponent in its text ``F``."""
+    k = kind
+    return (
+        f"(case when {k} is null or {k} = 'VOID' then 'N' when {k} = 'STRING' then 'S' when {k} = 'BOOLEAN' then 'B' "
+        f"when {k} like 'OBJECT%' then 'O' when {k} like 'ARRAY%' then 'A' "
+        f"when {k} in ('DOUBLE', 'FLOAT') or {text} rlike '[.eE]' then 'F' "
+        f"when {k} in ('BIGINT', 'INT', 'SMALLINT', 'TINYINT') then 'I' when {k} like 'DECIMAL%' then 'D' else 'X' end)"
+    )
+
+
+def inferred_sql(cls: str) -> str:
+    """SQL template (``{0}`` = the value's text): canonical text of a value of an inferred
+    column whose class letter is ``cls`` (an SQL expression)."""
+    v = "{0}"
+    return (
+        f"(case {cls} when 'I' then (case when {v} rlike {_INT_TEXT} then cast(try_cast(trim({v}) as bigint) as string) end) "
+        f"when 'F' then cast(try_cast({v} as double) as string) when 'B' then {_bool_text(v)} "
+        f"when 'D' then {_decimal_normal(v)} else {v} end)"
+    )
+
+
+def inferred_column_sql(name: str, cls: str) -> str:
+    """SQL: the COLUMN_SCHEMA struct of an inferred column (class letter ``cls``, SQL)."""
+    st = "(case " + " ".join(f"when {cls} = '{c}' then {'null' if t is None else repr(t)}" for c, (t, _) in INFERRED.items()) + " end)"
+    src = "(case " + " ".join(f"when {cls} = '{c}' then '{s}'" for c, (_, s) in INFERRED.items()) + " end)"
+    return (
+        f"named_struct('name', {sql_str(name)}, 'source_type', {src}, 'spark_type', cast({st} as string), "
+        "'precision', cast(null as int), 'scale', cast(null as int), 'nullable', cast(null as boolean))"
+    )
