@@ -24,7 +24,8 @@ from cdclake.apply import audit
 from cdclake.apply.batch import apply_batch, table_path  # noqa: F401  (table_path: public helper)
 from cdclake.apply.delta_table import ApplyResult
 from cdclake.errors import CdclakeError
-from cdclake.formats.base import Decoder, DecodeOptions, explode_events
+from cdclake.formats.base import Decoder, DecodeOptions
+from cdclake.formats.typed import batch_scope
 from cdclake.sources.files import resolve_inputs
 
 
@@ -156,16 +157,32 @@ def ingest_batch(
 ) -> IngestSummary:
     """Decode ``raw`` (RAW_SCHEMA) with ``decoder`` and apply it to the tables under ``target``.
 
-    Spark work per batch: the decode (cached) with one count per error code; the events
-    (cached) with one planning aggregate; then the writes (see :mod:`cdclake.apply.batch`).
-    ``txn`` makes the appends idempotent (see :class:`cdclake.apply.audit.Txn`).
+    Spark work per batch: the decoder's parse stage (cached, with its signature aggregate),
+    then the decoded records flattened to one row per event or reject (cached once: the batch's
+    only other cache) with one count per error code, then the writes (see
+    :mod:`cdclake.apply.batch`). ``txn`` makes the appends idempotent (see
+    :class:`cdclake.apply.audit.Txn`).
     """
     summary = IngestSummary(decoder.name)
     audit.check_layout(target)
-    decoded = decoder.decode(raw, options).persist(StorageLevel.MEMORY_AND_DISK)
-    events = None
+    with batch_scope():  # the parse stage is released once the flat rows are cached
+        decoded = decoder.decode(raw, options)
+        # one row per event, per reject, and per record that decodes to nothing (pos null);
+        # the raw bytes are kept for rejects only
+        flat = decoded.select(
+            "source_record",
+            F.when(F.col("error_code").isNotNull(), F.col("raw_key")).alias("raw_key"),
+            F.when(F.col("error_code").isNotNull(), F.col("raw_value")).alias("raw_value"),
+            "error_code",
+            "error_message",
+            F.posexplode_outer("events").alias("pos", "e"),
+        ).persist(StorageLevel.MEMORY_AND_DISK)
+        counts = (
+            flat.groupBy("error_code")
+            .agg(F.count_if(F.col("pos").isNull() | (F.col("pos") == 0)).alias("n"), F.count("e").alias("e"))
+            .collect()
+        )
     try:
-        counts = decoded.groupBy("error_code").agg(F.count(F.lit(1)).alias("n"), F.sum(F.size("events")).alias("e")).collect()
         for row in counts:
             summary.records_in += row["n"]
             if row["error_code"] is None:
@@ -174,19 +191,17 @@ def ingest_batch(
             else:
                 summary.rejected += row["n"]
                 summary.reject_codes[row["error_code"]] = row["n"]
-        reject_task = [lambda: audit.write_rejects(decoded.where(F.col("error_code").isNotNull()), decoder.name, target, txn)]
+        reject_task = [lambda: audit.write_rejects(flat.where(F.col("error_code").isNotNull()), decoder.name, target, txn)]
         if summary.events == 0:
             if summary.rejected:
                 reject_task[0]()
             return summary
-        events = explode_events(decoded).persist(StorageLevel.MEMORY_AND_DISK)
+        events = flat.where(F.col("e").isNotNull()).select("e.*")
         summary.tables.extend(
             apply_batch(spark, events, target, options.primary_keys, txn, side_tasks=reject_task if summary.rejected else None)
         )
     finally:
-        if events is not None:
-            events.unpersist()
-        decoded.unpersist()
+        flat.unpersist()
     return summary
 
 

@@ -238,23 +238,24 @@ def image_struct_sql(sig_col: str, sigs: list[Sig], raw_value: Callable[[Sig, in
 
 def collect_signatures(df: DataFrame, sig_col: str, parts: list[str]) -> list:
     """The distinct signatures of ``df`` (rows with ``sig_col`` not null): one row per
-    signature with ``sig`` and the ``parts`` (column names or SQL expressions, aliased ``p0``,
-    ``p1`` ...) it was hashed from. One small aggregate.
+    signature with ``sig`` and ``lo``, the struct of the ``parts`` (column names or SQL
+    expressions, fields ``p0``, ``p1`` ...) it was hashed from. One small aggregate
+    (``first`` per signature; a second, independent hash of the parts detects collisions).
 
     Raises:
         RuntimeError: two different parts share a hash (a 64-bit collision; never seen).
     """
     exprs = [F.expr(p).alias(f"p{i}") for i, p in enumerate(parts)]
+    check = F.hash(*[F.expr(p) for p in parts])
     rows = (
         df.where(F.col(sig_col).isNotNull())
-        .select(F.col(sig_col).alias("sig"), F.struct(*exprs).alias("parts"))
-        .groupBy("sig")
-        .agg(F.min("parts").alias("lo"), F.max("parts").alias("hi"))
+        .groupBy(F.col(sig_col).alias("sig"))
+        .agg(F.first(F.struct(*exprs)).alias("lo"), F.min(check).alias("h0"), F.max(check).alias("h1"))
         .collect()
     )
     for r in rows:
-        if r["lo"] != r["hi"]:
-            raise RuntimeError(f"signature hash collision on {r['sig']}: {r['lo']} vs {r['hi']}")
+        if r["h0"] != r["h1"]:
+            raise RuntimeError(f"signature hash collision on {r['sig']}")
     return rows
 
 

@@ -32,6 +32,8 @@ Mapping to the canonical event:
 
 from __future__ import annotations
 
+import json
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -45,8 +47,8 @@ NAME = "canal-json"
 
 SCHEMA = (
     "data array<map<string,string>>, old array<map<string,string>>, database string, "
-    "table string, pkNames array<string>, isDdl boolean, mysqlType map<string,string>, "
-    "sqlType map<string,string>, sql string, es string, ts string, id string, type string, "
+    "table string, pkNames array<string>, isDdl boolean, mysqlType string, "
+    "sqlType string, sql string, es string, ts string, id string, type string, "
     "gtid string"
 )
 
@@ -55,7 +57,40 @@ DDL_TYPES = ("CREATE", "ALTER", "ERASE", "RENAME", "CINDEX", "DINDEX", "QUERY", 
 SKIP_TYPES = ("GTID", "XACOMMIT", "XAROLLBACK", "BEGIN", "COMMIT")
 
 #: what a data message's signature is hashed from: its type declarations and its rows' columns
-SIG_PARTS = ["map_entries(coalesce(j.mysqlType, map()))", "map_entries(coalesce(j.sqlType, map()))", "keys0"]
+#: (``mysqlType`` and ``sqlType`` stay raw JSON text per record: they are read once per signature,
+#: on the driver)
+SIG_PARTS = ["coalesce(j.mysqlType, '')", "coalesce(j.sqlType, '')", "keys0"]
+
+
+class NotAnObject(ValueError):
+    """``mysqlType`` or ``sqlType`` is not a JSON object."""
+
+
+def _entries(text: str) -> list[tuple[str, str | None]]:
+    """(column, type text) pairs of a ``mysqlType``/``sqlType`` object's raw JSON text, in order;
+    values that are not strings as their JSON text (``4`` for a ``java.sql.Types`` code).
+
+    Raises:
+        NotAnObject: the text is not a JSON object.
+    """
+    if not text or text == "null":
+        return []
+    pairs = json.loads(text, object_pairs_hook=lambda p: ("__object__", p))
+    if not (isinstance(pairs, tuple) and pairs[0] == "__object__"):
+        raise NotAnObject(text[:80])
+
+    def plain(v):
+        if isinstance(v, tuple) and v and v[0] == "__object__":
+            return {k: plain(x) for k, x in v[1]}
+        if isinstance(v, list):
+            return [plain(x) for x in v]
+        return v
+
+    out = []
+    for k, v in pairs[1]:
+        v = plain(v)
+        out.append((k, v if v is None or isinstance(v, str) else json.dumps(v, separators=(",", ":"))))
+    return out
 
 
 
@@ -161,10 +196,13 @@ class CanalJsonDecoder(Decoder):
         df = persist_stage(df)
 
         # ---- types: once per signature, on the driver ------------------------------------------
-        sigs = [
-            signature(r["sig"], [tuple(e) for e in r["lo"]["p0"]], [tuple(e) for e in r["lo"]["p1"]], list(r["lo"]["p2"]))
-            for r in collect_signatures(df, "sig", SIG_PARTS)
-        ]
+        sigs, bad_sigs = [], []
+        for r in collect_signatures(df, "sig", SIG_PARTS):
+            try:
+                sigs.append(signature(r["sig"], _entries(r["lo"]["p0"]), _entries(r["lo"]["p1"]), list(r["lo"]["p2"])))
+            except (NotAnObject, ValueError):
+                bad_sigs.append(r["sig"])
+        bad_types = f"sig in ({', '.join(str(b) for b in bad_sigs)})" if bad_sigs else "false"
 
         # ---- typed images: one conversion per column ------------------------------------------
         # one-row messages (the common case): plain projections over the row's values
@@ -262,6 +300,7 @@ class CanalJsonDecoder(Decoder):
         code, message = first_error(
             (F.col("parse_error").isNotNull(), "", F.col("parse_message")),
             (F.col("is_tombstone"), "", "tombstone"),
+            (F.expr(bad_types), RejectCode.SCHEMA_MISMATCH.value, "'mysqlType' or 'sqlType' is not an object of column types"),
             (F.col("t").isNull(), RejectCode.SCHEMA_MISMATCH.value, "no 'type' field"),
             (~known, RejectCode.UNKNOWN_OP.value, F.concat(F.lit("unknown Canal type "), F.col("j.type"))),
             (

@@ -202,7 +202,20 @@ HEX_KINDS = ("decimal", "vsdecimal")
 
 def is_number_sql(v: str) -> str:
     """SQL: ``v`` (a value's text) is the text of a JSON number."""
-    return f"({v} rlike {NUMBER_TEXT} or {v} in {_NON_FINITE})"
+    return f"({v} rlike {NUMBER_TEXT})"
+
+
+def unquote_non_finite_sql(v: str) -> str:
+    """SQL: a value's text with JSON's non-finite numbers (``NaN``, ``Infinity``, which
+    ``from_json`` copies into a string as ``"NaN"`` with the quotes) as the JSON strings
+    ``NaN``/``Infinity`` that they have always been read as (the event used to be read twice,
+    and the first reading wrote them out as strings)."""
+    return f"(case when {v} in {_NON_FINITE} then substr({v}, 2, length({v}) - 2) else {v} end)"
+
+
+def is_non_finite_sql(v: str) -> str:
+    """SQL: the raw text ``v`` is one of those non-finite numbers (a JSON string since)."""
+    return f"({v} in {_NON_FINITE})"
 
 
 def _ts_text(v: str) -> str:
@@ -231,12 +244,19 @@ def _time_text(micros: str) -> str:
     )
 
 
+def decimal_ambiguous_sql(v: str) -> str:
+    """SQL: the text ``v`` of a Decimal value could be a JSON string (base64 bytes) as well as
+    another JSON value that is read differently: digits only (``"1234"`` is valid base64, and
+    so is ``"true"``), a boolean, an object or an array. Only then is the value's JSON kind
+    needed (a second parse of the few records that have such a value)."""
+    return f"({v} rlike {_DIGITS} or {v} in ('true', 'false') or {v} rlike '^[\\\\[{{]')"
+
+
 def decimal_is_string_sql(v: str, kind: str) -> str:
     """SQL: the Decimal value whose text is ``v`` was a JSON string (base64 bytes), not a JSON
-    number. Only digits-only text can be either (``"1234"`` is valid base64): there the value's
-    JSON kind ``kind`` (``schema_of_variant`` of the value, from a second parse of the few
-    records that have one) decides."""
-    return f"(case when {v} rlike {_DIGITS} then coalesce({kind} = 'STRING', false) when {is_number_sql(v)} then false else true end)"
+    number; ``kind``: its JSON kind (``schema_of_variant`` of the value) where
+    :func:`decimal_ambiguous_sql` says the text cannot tell."""
+    return f"(case when {decimal_ambiguous_sql(v)} then coalesce({kind} = 'STRING', false) when {is_number_sql(v)} then false else true end)"
 
 
 def decimal_hex_sql(v: str, is_string: str) -> str:
@@ -290,6 +310,7 @@ def scaled_text_sql(d: str, scale: str) -> str:
     """SQL: plain decimal text of the integer text ``d`` (``-`` sign allowed) times
     ``10^-scale`` (``223``, 2 -> ``2.23``; ``5``, 3 -> ``0.005``; ``-12``, 0 -> ``-12``;
     ``7``, -2 -> ``700``). Text only: no decimal arithmetic, exact for any length."""
+    scale = f"({scale})"  # a negative literal after '-' would read as a comment
     neg = f"({d} like '-%')"
     dd = f"regexp_replace({d}, '^-', '')"
     sign = f"(case when {neg} then '-' else '' end)"
@@ -380,7 +401,7 @@ def kind_class_sql(kind: str, text: str) -> str:
     is ``D``, a number with a fraction or exponent in its text ``F``."""
     k = kind
     return (
-        f"(case when {k} is null or {k} = 'VOID' then 'N' when {k} = 'STRING' then 'S' when {k} = 'BOOLEAN' then 'B' "
+        f"(case when {k} is null or {k} = 'VOID' then 'N' when {k} = 'STRING' or {is_non_finite_sql(text)} then 'S' when {k} = 'BOOLEAN' then 'B' "
         f"when {k} like 'OBJECT%' then 'O' when {k} like 'ARRAY%' then 'A' "
         f"when {k} in ('DOUBLE', 'FLOAT') or {text} rlike '[.eE]' then 'F' "
         f"when {k} in ('BIGINT', 'INT', 'SMALLINT', 'TINYINT') then 'I' when {k} like 'DECIMAL%' then 'D' else 'X' end)"

@@ -231,7 +231,7 @@ class _Plan:
     """What one signature fixes: per image (``a`` = after, ``b`` = before) the columns and the
     SQL of each stage-2 projection, for the signature's ``CASE`` branch."""
 
-    sig: int
+    id: int  # the signature
     declared: list[dict] | None  # Connect schema columns; None: inferred from the value kinds
     names: dict  # image -> column names
     pos: dict  # image -> index of each column's value in the image's values
@@ -249,6 +249,11 @@ class _Plan:
 
     # -- per-column pieces ----------------------------------------------------------------------
     def value(self, img: str, i: int) -> str:
+        """SQL: the text of the value (non-finite numbers as the strings they were read as)."""
+        return connect.unquote_non_finite_sql(self.text(img, i))
+
+    def text(self, img: str, i: int) -> str:
+        """SQL: the value's text as ``from_json`` gives it."""
         return f"vals_{img}[{self.pos[img][i]}]"
 
     def kind(self, img: str, i: int) -> str:
@@ -260,7 +265,7 @@ class _Plan:
         if self.inferred:
             return "true"
         conds = [
-            f"{self.value(img, i)} rlike '^[0-9]+$'"
+            connect.decimal_ambiguous_sql(self.value(img, i))
             for img in "ab"
             for i, n in enumerate(self.names[img])
             if (self.col(n) or {}).get("kind") == "decimal"
@@ -311,10 +316,10 @@ class _Plan:
             ka = kb = ta = tb = "cast(null as string)"
             if n in self.names["a"]:
                 j = self.names["a"].index(n)
-                ka, ta = f"kk_a[{j}]", self.value("a", j)
+                ka, ta = f"kk_a[{j}]", self.text("a", j)
             if n in self.names["b"]:
                 j = self.names["b"].index(n)
-                kb, tb = f"kk_b[{j}]", self.value("b", j)
+                kb, tb = f"kk_b[{j}]", self.text("b", j)
             use_a = f"coalesce({ka} != 'VOID', false)"
             out.append(connect.kind_class_sql(f"(case when {use_a} then {ka} else {kb} end)", f"(case when {use_a} then {ta} else {tb} end)"))
         return "array(" + ", ".join(out) + ")" if out else "cast(array() as array<string>)"
@@ -329,7 +334,7 @@ class _Plan:
                 col = self.col(n)
                 pre = f"uns_{img}[{i}]" if col is not None and col["kind"] in connect.HEX_KINDS else None
                 conv.append(connect.wire_sql(col, pre))
-        return Sig(self.sig, tuple(self.names[img]), tuple(conv))
+        return Sig(self.id, tuple(self.names[img]), tuple(conv))
 
     def raw(self, img: str, i: int) -> str:
         """SQL: the raw text of a column; a MySQL zero date in a date/timestamp column reads as
@@ -494,7 +499,7 @@ class DebeziumJsonDecoder(Decoder):
             "uns_a": lambda p: p.unscaled_array("a"), "uns_b": lambda p: p.unscaled_array("b"),
             "icls": lambda p: p.class_array(),
         })
-        by_id = {p.sig: p for p in plans}
+        by_id = {p.id: p for p in plans}
         df = add_typed_image(df, "sig", [p.image_sig("a") for p in plans], "after_img", lambda s, i: by_id[s.id].raw("a", i), "after_m is not null")
         df = add_typed_image(df, "sig", [p.image_sig("b") for p in plans], "before_img", lambda s, i: by_id[s.id].raw("b", i), "before_m is not null")
         # an image the kinds parse could not read (nested duplicate keys): as unreadable as before

@@ -77,12 +77,15 @@ Mapping to the canonical event:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.errors import RejectCode
 from cdclake.formats.base import Capabilities, Decoder, DecodeOptions, event_sql, finish, first_error, position_sql
 from cdclake.formats.json_common import parse_json
+from cdclake.formats.typed import collect_signatures, persist_stage, sig_case
 
 NAME = "shareplex-json"
 
@@ -115,6 +118,86 @@ _SEQ_RE = "^[0-9]{1,18}$"
 
 def _lit(s: str) -> str:
     return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+#: what an update's signature is built from: its configured key, the columns of ``key`` and the
+#: columns of ``data`` (sizes hashed too, so that the lists' boundaries count)
+SIG_PARTS = ["pk", "map_keys(j.key)", "map_keys(j.data)"]
+SIG_HASHED = [
+    "coalesce(size(pk), -1)", "pk",
+    "coalesce(size(j.key), -1)", "map_keys(j.key)",
+    "coalesce(size(j.data), -1)", "map_keys(j.data)",
+]
+
+
+@dataclass(frozen=True)
+class UpdateSig:
+    """An update's layout, fixed by its signature (worked out on the driver): the configured key
+    ``pk`` (None: none), the columns of ``key`` (``kk``) and of ``data`` (``dk``) in wire order
+    (None: the image is absent). Values are read by position from ``kv = map_values(j.key)`` and
+    ``dv = map_values(j.data)``."""
+
+    id: int
+    pk: tuple[str, ...] | None
+    kk: tuple[str, ...] | None
+    dk: tuple[str, ...] | None
+
+    @staticmethod
+    def of(sig_id: int, pk, kk, dk) -> "UpdateSig":
+        return UpdateSig(sig_id, None if pk is None else tuple(pk), None if kk is None else tuple(kk), None if dk is None else tuple(dk))
+
+    def _after(self, key_change: bool) -> list[tuple[str, str]]:
+        """The after image's (column, value SQL) in order: the key's identifying columns (every
+        column of ``key`` on a key change or without a configured key) not in ``data``, then
+        ``data``."""
+        kk, dk = self.kk or (), self.dk or ()
+        keep = [
+            (c, f"kv[{i}]") for i, c in enumerate(kk)
+            if (key_change or self.pk is None or c in self.pk) and c not in dk
+        ]
+        return keep + [(c, f"dv[{j}]") for j, c in enumerate(dk)]
+
+    def key_change_sql(self) -> str:
+        """SQL: ``data`` changes a configured key column (null-safe inequality)."""
+        if self.pk is None:
+            return "false"
+        kk, dk = self.kk or (), self.dk or ()
+        tests = [f"not (dv[{dk.index(c)}] <=> kv[{kk.index(c)}])" for c in self.pk if c in dk and c in kk]
+        return "(" + " or ".join(tests) + ")" if tests else "false"
+
+    @staticmethod
+    def _map(entries: list[tuple[str, str]]) -> str:
+        if not entries:
+            return _EMPTY
+        return f"map_from_arrays(array({', '.join(_lit(c) for c, _ in entries)}), array({', '.join(v for _, v in entries)}))"
+
+    @staticmethod
+    def _names(entries: list[tuple[str, str]]) -> str:
+        if not entries:
+            return "cast(array() as array<string>)"
+        return f"array({', '.join(_lit(c) for c, _ in entries)})"
+
+    def after_sql(self) -> str:
+        changed, same = self._after(True), self._after(False)
+        if changed == same:
+            return self._map(same)
+        return f"(case when key_change then {self._map(changed)} else {self._map(same)} end)"
+
+    def present_sql(self) -> str:
+        changed, same = self._after(True), self._after(False)
+        if changed == same:
+            return self._names(same)
+        return f"(case when key_change then {self._names(changed)} else {self._names(same)} end)"
+
+    @property
+    def missing(self) -> bool:
+        """The update lacks an image it needs: no ``data``, no ``key`` without a configured key,
+        or a configured key column in neither."""
+        if not self.dk:
+            return True
+        if self.pk is None:
+            return not self.kk
+        return not all(c in (self.kk or ()) or c in self.dk for c in self.pk)
 
 
 def _pk_lookup_sql(primary_keys: dict[str, list[str]], database: str, table: str) -> str:
@@ -152,6 +235,7 @@ class ShareplexJsonDecoder(Decoder):
     )
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
+        # ---- parse: one from_json per record; images stay raw maps --------------------------
         df = parse_json(raw, SCHEMA)
         action = (
             "(case " + " ".join(f"when op_n = {_lit(k)} then {_lit(v)}" for k, v in OPS.items()) + " end)"
@@ -180,20 +264,38 @@ class ShareplexJsonDecoder(Decoder):
                                          else concat(time_text, 'Z') end as timestamp)) as et""",
         )
         df = df.selectExpr("*", f"{_pk_lookup_sql(options.primary_keys, 'db', 'tbl')} as pk")
-        df = df.selectExpr(
-            "*",
-            # a partial update that changes a configured key column
-            """(action = 'update' and pk is not null and exists(pk, k -> map_contains_key(j.data, k)
-                  and map_contains_key(j.key, k) and not (element_at(j.data, k) <=> element_at(j.key, k)))) as key_change""",
+        # an update's signature: its configured key and the columns of `key` and `data`, in order
+        df = df.selectExpr("*", f"case when action = 'update' then xxhash64({', '.join(SIG_HASHED)}) end as sig")
+        # persisted: what the events read, once
+        df = df.select(
+            "source_record", "key", "value", "parse_error", "parse_message", "is_tombstone",
+            "action", "tname", "db", "tbl", "scn", "scn_text", "seq", "seq_text", "tx_size", "et", "pk", "sig",
+            F.when(F.col("j").isNotNull(), F.struct(
+                F.when(F.col("j.meta").isNotNull(), F.struct(F.col("j.meta.op").alias("op"), F.col("j.meta.trans").alias("trans"))).alias("meta"),
+                F.col("j.data").alias("data"),
+                F.col("j.key").alias("key"),
+            )).alias("j"),
         )
+        df = persist_stage(df)
+
+        # ---- an update's layout: once per signature, on the driver ------------------------------
+        sigs = [
+            UpdateSig.of(r["sig"], r["lo"]["p0"], r["lo"]["p1"], r["lo"]["p2"])
+            for r in collect_signatures(df, "sig", SIG_PARTS)
+        ]
+
+        # ---- update images: values read by position, no lambda ---------------------------------
         df = df.selectExpr(
             "*",
-            # the update's after image: the key's identifying columns, overlaid with data
-            f"""(case when action = 'update' then map_concat(
-                    map_filter(coalesce(case when key_change or pk is null then j.key
-                                             else map_filter(j.key, (k, v) -> array_contains(pk, k)) end, {_EMPTY}),
-                               (k, v) -> not map_contains_key(coalesce(j.data, {_EMPTY}), k)),
-                    coalesce(j.data, {_EMPTY})) end) as upd_after""",
+            "case when sig is not null then map_values(j.key) end as kv",
+            "case when sig is not null then map_values(j.data) end as dv",
+        )
+        df = df.selectExpr("*", f"{sig_case('sig', sigs, lambda s: s.key_change_sql(), 'false')} as key_change")
+        df = df.selectExpr(
+            "*",
+            f"""{sig_case('sig', sigs, lambda s: s.after_sql(), 'cast(null as map<string,string>)')} as upd_after""",
+            f"""{sig_case('sig', sigs, lambda s: s.present_sql(), 'cast(null as array<string>)')} as upd_present""",
+            f"""{sig_case('sig', sigs, lambda s: 'true' if s.missing else 'false', 'false')} as upd_missing""",
         )
 
         position = position_sql(["scn", "coalesce(seq, 0)"], "concat_ws(':', scn_text, seq_text)")
@@ -220,7 +322,7 @@ class ShareplexJsonDecoder(Decoder):
             op=op,
             before=before,
             after=after,
-            present="(case when action = 'update' then map_keys(upd_after) end)",
+            present="(case when action = 'update' then upd_present end)",
         )
         old_key_delete = event_sql(**common, kind="'data'", op="'d'", before="j.key")
         truncate_event = event_sql(**common, kind="'data'", op="'t'")
@@ -243,9 +345,7 @@ class ShareplexJsonDecoder(Decoder):
         missing_image = F.expr(
             f"""(action in ('insert', 'update_after') and {empty('j.data')})
              or (action in ('delete', 'update_before') and {empty('coalesce(j.data, j.key)')})
-             or (action = 'update' and ({empty('j.data')}
-                   or (pk is null and {empty('j.key')})
-                   or (pk is not null and not forall(pk, k -> map_contains_key(upd_after, k)))))"""
+             or (action = 'update' and upd_missing)"""
         )
         code, message = first_error(
             (F.col("parse_error").isNotNull(), "", F.col("parse_message")),
