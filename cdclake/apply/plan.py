@@ -61,7 +61,8 @@ class TablePlan:
     halves: update halves (one image only, DataWorks/TUPLE) to pair before applying.
     truncate: ``(order, text)`` of the batch's latest truncate, else None.
     min_data: ``(rank, order)`` of the batch's oldest data change (rank 0 for snapshot reads).
-    max_delete: ``order`` of the batch's latest delete, else None.
+    max_delete: ``order`` of the batch's latest delete or full-image update (which may change the
+        key, deleting the old key's row), else None.
     ddl: ``(order, text, ddl)`` of each DDL event of the table in the batch.
     """
 
@@ -151,7 +152,9 @@ def summarize(events: DataFrame) -> list:
         F.max(F.when(tabled & F.col("primary_key").isNotNull(), order)).alias("pk_order"),
         F.max(F.when(tabled & is_data & (op == "t"), F.col("position"))).alias("truncate"),
         F.min(F.when(tabled & is_data & (op != "t"), F.struct(F.col("rank"), order.alias("order")))).alias("min_data"),
-        F.max(F.when(tabled & is_data & (op == "d"), order)).alias("max_delete"),
+        # an update with a full before image may change the key (always, for a keyless table):
+        # it deletes the old key's row, so it counts as a delete here
+        F.max(F.when(tabled & is_data & ((op == "d") | ((op == "u") & F.col("before").isNotNull() & F.col("present").isNull())), order)).alias("max_delete"),
         F.collect_list(
             F.when(tabled & (F.col("kind") == "ddl"), F.struct(order.alias("order"), F.col("position.text").alias("text"), F.col("ddl")))
         ).alias("ddls"),
