@@ -7,6 +7,12 @@ fetch the JVM jars, so changing a version here changes it everywhere.
 
 Why 4.0.0 and not 4.0.1: the registry mirror this project builds from lacks
 ``spark-token-provider-kafka-0-10_2.13:4.0.1``; 4.0.0 is the newest release whose jar set is whole.
+
+Tried for issue 8 (2026-11-23): the newest pair whose jars all resolve here is Spark 4.1.1 with
+Delta 4.3.1 (kafka-clients 3.9.1, commons-pool2 2.12.1); 4.2.x cannot be assembled
+(``spark-avro_2.13`` 4.2.x and ``delta-spark_2.13`` 4.4.x are not on Maven Central). On 4.1.1 a
+persisted MERGE source needs ``spark.databricks.delta.merge.failSourceCachedAfterMaterialization
+=false`` and the decode and apply benchmarks were not faster, so the pin stays on 4.0.0.
 """
 
 from __future__ import annotations

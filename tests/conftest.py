@@ -1,5 +1,16 @@
-"""Shared test fixtures: one SparkSession for the whole suite, and access to the real messages
-in ``../shared/fixtures`` (origins in ``shared/fixtures/SOURCES.md``)."""
+"""Shared test fixtures: one SparkSession for the whole suite, access to the real messages in
+``../shared/fixtures`` (origins in ``shared/fixtures/SOURCES.md``), and the hypothesis profiles.
+
+Hypothesis profiles (``HYPOTHESIS_PROFILE``, default ``ci``):
+
+* ``ci``: derandomized (every run draws the same examples, so a red CI run is reproducible and
+  a green one stays green until the code changes), ``max_examples`` 1 because a property
+  example in this suite is a whole batch of workloads run in one Spark job; properties ask for
+  a multiple of it (``tests.roundtrip.scaled``).
+* ``thorough``: random draws and ten times the examples, for a long run on demand
+  (``bin/test --thorough``). A failure prints its example and a ``@reproduce_failure`` blob;
+  pin it as an explicit case (``@example`` or a fixed test).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +19,25 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    max_examples=1,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+settings.register_profile(
+    "thorough",
+    derandomize=False,
+    max_examples=10,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 REPO = Path(__file__).resolve().parent.parent
 #: shared/ sits beside the repository (``../shared``) on developer machines and in CI
@@ -15,11 +45,22 @@ SHARED = Path(os.environ.get("CDCLAKE_SHARED", REPO.parent / "shared"))
 FIXTURES = SHARED / "fixtures"
 
 
+#: settings for the suite's small data (semantics unchanged): 2 shuffle partitions; Delta
+#: rebuilds a table's snapshot (its file list, on every MERGE and read) with 50 tasks by default,
+#: 2 are plenty for test tables; no Spark UI; no adaptive re-planning of queries this small
+TEST_CONF = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.databricks.delta.snapshotPartitions": "2",
+    "spark.ui.enabled": "false",
+    "spark.sql.adaptive.enabled": "false",
+}
+
+
 @pytest.fixture(scope="session")
 def spark():
     from cdclake.spark import get_spark
 
-    s = get_spark(master="local[2]", app_name="cdclake-tests", conf={"spark.sql.shuffle.partitions": "2"})
+    s = get_spark(master="local[2]", app_name="cdclake-tests", conf=TEST_CONF)
     yield s
 
 

@@ -132,11 +132,12 @@ def explode_events(decoded: DataFrame) -> DataFrame:
     Spark's optimizer rule ``InferFiltersFromGenerate`` adds ``size(events) > 0`` below the
     generator and pushes it into the decoder's projections, where it inlines the whole decode
     expression again (a ~10x slower decode). ``get_spark`` also excludes that rule, but a
-    user's own session need not.
+    user's own session need not. The rejected records are dropped inside the generator's input
+    (``CASE WHEN error_code IS NULL``), not by a filter on ``error_code``: such a filter is
+    pushed down through the decoder's projections and inlines them again.
     """
     return (
-        decoded.where(F.col("error_code").isNull())
-        .select(F.explode_outer("events").alias("e"))
+        decoded.select(F.explode_outer(F.when(F.col("error_code").isNull(), F.col("events"))).alias("e"))
         .where(F.col("e").isNotNull())
         .select("e.*")
     )

@@ -3,7 +3,8 @@ independent replay of the events agrees with, and -- the real check -- Delta tab
 that final state after the applier has run over the events (in one batch and in three).
 
 Spark is slow on the test machines (a Delta MERGE takes seconds), so the Spark tests use two
-small workloads; the pure-Python checks run on more and larger ones.
+small workloads, applied together (each under its own database name) so that three
+``apply_events`` calls cover them all; the pure-Python checks run on more and larger ones.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 from cdclake.model import EVENT_COLUMNS, EVENT_SCHEMA
 from cdclake.simulate import SimResult, Workload, split_batches
 from tests.oracle import assert_lake_equals_final, canon, decode_value, read_lake_table, replay, same_rows  # noqa: F401
+from tests.roundtrip import check_each
 
 #: small workloads for the Spark tests; each holds inserts, updates (some changing the key),
 #: deletes, a truncate, ADD COLUMN, a widening MODIFY COLUMN and a heartbeat (checked below).
@@ -195,19 +197,38 @@ def test_events_fit_the_event_schema(spark):
     assert back == res.events
 
 
-@pytest.mark.parametrize("batches", [1, 3])
-@pytest.mark.parametrize("seed", SPARK_SEEDS)
-def test_applier_reproduces_the_final_state(spark, tmp_path, seed, batches):
+def tagged(res: SimResult, k: int) -> SimResult:
+    """``res`` under database (and schema) names suffixed ``_x<k>`` (tests.roundtrip.tag)."""
+    from tests.roundtrip import tag
+
+    def name(n: str) -> str:
+        *ns, table = n.split(".")
+        return ".".join([f"{p}_x{k}" for p in ns] + [table])
+
+    return SimResult(
+        tag(res.events, k), {name(n): r for n, r in res.final.items()}, {name(n): s for n, s in res.schemas.items()},
+        {name(n): c for n, c in res.keys.items()},
+    )
+
+
+def test_applier_reproduces_the_final_state(spark, tmp_path):
+    """Each of SPARK_SEEDS applied in one batch and in three (consecutive) batches: four
+    examples under their own names in one target, batch i of all of them in one call."""
     from cdclake.pipeline import apply_events
 
-    res = small(seed)
-    for batch in split_batches(res.events, batches):
+    examples = [(f"seed={seed} batches={n}", tagged(small(seed), k), n) for k, (seed, n) in enumerate(
+        (seed, n) for n in (1, 3) for seed in SPARK_SEEDS
+    )]
+    assert len({n for _, res, _ in examples for n in res.final}) == sum(len(res.final) for _, res, _ in examples)
+    parts = [split_batches(res.events, n) for _, res, n in examples]
+    for i in range(3):
+        batch = [e for p in parts if i < len(p) for e in p[i]]
         df = spark.createDataFrame(batch, EVENT_SCHEMA).cache()
         try:
             apply_events(spark, df, str(tmp_path))
         finally:
             df.unpersist()
-    assert_lake_equals_final(spark, tmp_path, res)
+    check_each([label for label, _, _ in examples], lambda i: assert_lake_equals_final(spark, tmp_path, examples[i][1]))
 
 
 # ---- what the applier does not get right yet (strict xfail: they start failing when fixed) ---

@@ -13,7 +13,7 @@ from cdclake import formats
 from cdclake.formats.canal_json import CanalJsonEncoder
 from cdclake.formats.canal_json.encoder import mysql_spark_type
 from cdclake.simulate import Workload
-from tests.roundtrip import decode_property, decode_round_trip, ingest_property, ingest_scrambled
+from tests.roundtrip import INGEST_CASES, check_round_trips, decode_property, decode_round_trip, decode_round_trips, ingest_case
 
 FMT = "canal-json"
 
@@ -162,19 +162,16 @@ def test_decode_round_trip_of_a_workload(spark, tmp_path):
 
 
 @decode_property
-def test_decode_round_trip_property(spark, tmp_path_factory, seed):
-    events = Workload(seed, events=60, tables=3).generate().events
-    decoded, carried = decode_round_trip(spark, FMT, events, tmp_path_factory.mktemp("canal-rt"))
-    assert decoded == carried
+def test_decode_round_trip_property(spark, tmp_path_factory, seeds):
+    examples = [Workload(seed, events=60, tables=3).generate().events for seed in seeds]
+    trips = decode_round_trips(spark, FMT, examples, tmp_path_factory.mktemp("canal-rt"))
+    check_round_trips([f"seed={s}" for s in seeds], trips)
 
 
-@ingest_property
-def test_scrambled_ingest_matches_the_oracle(spark, tmp_path_factory, seed, shuffle_seed, batches, duplicate):
-    # Canal messages carry the key (pkNames): no primary_keys needed
-    events = Workload(seed, events=80).generate().events
-    ingest_scrambled(
-        spark, FMT, events, tmp_path_factory.mktemp("canal-ingest"), shuffle_seed, batches=batches, duplicate=duplicate
-    )
+def test_scrambled_ingest_matches_the_oracle(spark, tmp_path):
+    # Canal messages carry the key (pkNames): no primary_keys needed. The applier's semantics
+    # over many scrambled workloads: tests/apply/test_properties.py (canal-json shape)
+    ingest_case(spark, FMT, INGEST_CASES[FMT], tmp_path)
 
 
 def test_truncate_delivered_before_the_older_insert(spark, tmp_path):

@@ -11,12 +11,9 @@
 from __future__ import annotations
 
 import json
-from unittest import mock
-
-
 from cdclake.formats.datahub_tuple import DatahubTupleEncoder
-from cdclake.simulate import Workload, workload
-from tests.roundtrip import decode_property, decode_round_trip, ingest_property, ingest_scrambled
+from cdclake.simulate import Workload
+from tests.roundtrip import INGEST_CASES, check_round_trips, decode_property, decode_round_trip, decode_round_trips, ingest_case
 
 FMT = "datahub-tuple"
 
@@ -126,25 +123,15 @@ def test_round_trip_workload(spark, tmp_path):
 
 
 @decode_property
-def test_round_trip_property(spark, tmp_path_factory, seed):
-    res = Workload(seed, events=60, tables=3).generate()
-    decoded, carried = decode_round_trip(spark, FMT, res.events, tmp_path_factory.mktemp("tuple"), primary_keys=keys(res))
-    assert decoded == carried
+def test_round_trip_property(spark, tmp_path_factory, seeds):
+    # every example decoded with its keys configured (keys=True), as a user must run TUPLE
+    examples = [Workload(seed, events=60, tables=3).generate().events for seed in seeds]
+    trips = decode_round_trips(spark, FMT, examples, tmp_path_factory.mktemp("tuple"), keys=True)
+    check_round_trips([f"seed={s}" for s in seeds], trips)
 
 
-@ingest_property
-def test_ingest_scrambled_property(spark, tmp_path_factory, seed, shuffle_seed, batches, duplicate):
-    # RESTRICTION (harness, tests/oracle.py): a TUPLE record carries no types, so a NULL value
-    # (JSON null) has none: the decoder leaves its spark_type null and the applier takes the
-    # column's type from other rows. The oracle takes an event's column list as the table's
-    # schema and cannot type a value under a null type (decode_value(text, None) raises, e.g.
-    # seed=0, shuffle_seed=0, batches=1, duplicate=0.0). So the workload has no NULL values
-    # (simulator NULL_RATE = 0) and no DDL (ADD COLUMN leaves NULLs in existing rows; TUPLE
-    # topics have a fixed schema anyway, seed 000). The decode round trips above keep NULLs.
-    with mock.patch.object(workload, "NULL_RATE", 0):
-        res = Workload(seed, events=80, ddl=False).generate()
-    assert all(v is not None for e in res.events for img in (e["before"], e["after"]) for v in (img or {}).values())
-    ingest_scrambled(
-        spark, FMT, res.events, tmp_path_factory.mktemp("tuple-ingest"), shuffle_seed,
-        batches=batches, duplicate=duplicate, primary_keys=keys(res),
-    )
+def test_ingest_scrambled(spark, tmp_path):
+    # RESTRICTION (harness, tests/oracle.py): no NULL values and no DDL, see
+    # tests.roundtrip.format_workload (the decode round trips above keep NULLs); keys configured.
+    # The applier's semantics over many scrambled workloads: tests/apply/test_properties.py
+    ingest_case(spark, FMT, INGEST_CASES[FMT], tmp_path)

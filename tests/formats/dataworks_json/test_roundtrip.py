@@ -15,7 +15,7 @@ import json
 
 from cdclake.formats.dataworks_json import DataWorksJsonEncoder
 from cdclake.simulate import Workload
-from tests.roundtrip import decode_property, decode_round_trip, ingest_property, ingest_scrambled
+from tests.roundtrip import INGEST_CASES, check_round_trips, decode_property, decode_round_trip, decode_round_trips, ingest_case
 
 FMT = "dataworks-json"
 
@@ -199,14 +199,13 @@ def test_round_trip_with_heartbeats(spark, tmp_path):
 
 
 @decode_property
-def test_round_trip_property(spark, tmp_path_factory, seed):
-    events = Workload(seed, events=60, tables=3, heartbeats=False).generate().events
-    decoded, carried = decode_round_trip(spark, FMT, events, tmp_path_factory.mktemp("dw"))
-    assert decoded == carried
+def test_round_trip_property(spark, tmp_path_factory, seeds):
+    examples = [Workload(seed, events=60, tables=3, heartbeats=False).generate().events for seed in seeds]
+    trips = decode_round_trips(spark, FMT, examples, tmp_path_factory.mktemp("dw"))
+    check_round_trips([f"seed={s}" for s in seeds], trips)
 
 
-@ingest_property
-def test_ingest_scrambled_property(spark, tmp_path_factory, seed, shuffle_seed, batches, duplicate):
-    # DataWorks messages carry the key (schema.primaryKey): no primary_keys configuration
-    events = Workload(seed, events=80).generate().events
-    ingest_scrambled(spark, FMT, events, tmp_path_factory.mktemp("dw-ingest"), shuffle_seed, batches=batches, duplicate=duplicate)
+def test_ingest_scrambled(spark, tmp_path):
+    # DataWorks messages carry the key (schema.primaryKey): no primary_keys configuration. The
+    # applier's semantics over many scrambled workloads: tests/apply/test_properties.py
+    ingest_case(spark, FMT, INGEST_CASES[FMT], tmp_path)

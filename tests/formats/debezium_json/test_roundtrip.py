@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import json
 
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cdclake import formats
@@ -19,7 +18,10 @@ from cdclake.formats.debezium_json import DebeziumJsonEncoder
 from cdclake.formats.debezium_json.encoder import FIRST_POS, POS_STEP, wire_value
 from cdclake.model import qualified_name
 from cdclake.simulate import Workload
-from tests.roundtrip import comparable, decode_paths, decode_round_trip, ingest_property, ingest_scrambled
+from tests.roundtrip import (
+    DECODE_EXAMPLES, INGEST_CASES, SEEDS, batched, check_round_trips, comparable, decode_paths, decode_round_trip,
+    decode_round_trips, ingest_case, keys_of,
+)
 
 FMT = "debezium-json"
 
@@ -238,12 +240,22 @@ def test_decode_round_trip_without_the_envelope(spark, tmp_path):
     assert decoded == carried
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2**31 - 1), with_schema=st.booleans())
-def test_decode_round_trip_property(spark, tmp_path_factory, seed, with_schema):
-    events = Workload(seed, events=60, tables=3).generate().events
-    decoded, carried = round_trip(spark, events, tmp_path_factory.mktemp("dbz-rt"), with_schema)
-    assert decoded == carried
+@batched(
+    cases=st.lists(
+        st.tuples(SEEDS, st.booleans()), min_size=DECODE_EXAMPLES, max_size=DECODE_EXAMPLES, unique_by=lambda c: c[0]
+    )
+)
+def test_decode_round_trip_property(spark, tmp_path_factory, cases):
+    # (seed, with_schema) per example: both envelopes decoded in the same job
+    examples = [Workload(seed, events=60, tables=3).generate().events for seed, _ in cases]
+    encoders = [DebeziumJsonEncoder(with_schema=with_schema) for _, with_schema in cases]
+    trips = decode_round_trips(spark, FMT, examples, tmp_path_factory.mktemp("dbz-rt"), encoders=encoders)
+    check_round_trips([f"seed={s} with_schema={w}" for s, w in cases], trips)
+
+
+def test_configured_keys_are_these():
+    events = Workload(4, events=80).generate().events
+    assert keys_of(events, DebeziumJsonEncoder()) == primary_keys(events) != {}
 
 
 def primary_keys(events: list[dict]) -> dict[str, list[str]]:
@@ -258,10 +270,7 @@ def primary_keys(events: list[dict]) -> dict[str, list[str]]:
     return out
 
 
-@ingest_property
-def test_scrambled_ingest_matches_the_oracle(spark, tmp_path_factory, seed, shuffle_seed, batches, duplicate):
-    events = Workload(seed, events=80).generate().events
-    ingest_scrambled(
-        spark, FMT, events, tmp_path_factory.mktemp("dbz-ingest"), shuffle_seed, batches=batches, duplicate=duplicate,
-        primary_keys=primary_keys(events),
-    )
+def test_scrambled_ingest_matches_the_oracle(spark, tmp_path):
+    # keys configured (tests.roundtrip.keys_of, the same names as primary_keys above). The
+    # applier's semantics over many scrambled workloads: tests/apply/test_properties.py
+    ingest_case(spark, FMT, INGEST_CASES[FMT], tmp_path)

@@ -15,7 +15,9 @@ import pytest
 from cdclake.formats.dts_avro import DtsAvroEncoder
 from cdclake.formats.dts_avro.encoder import read_container, read_datum
 from cdclake.simulate import Workload
-from tests.roundtrip import decode_property, decode_round_trip, ingest_property, ingest_scrambled
+from tests.roundtrip import (
+    INGEST_CASES, check_round_trips, decode_property, decode_round_trip, decode_round_trips, ingest_case, ingest_scrambled,
+)
 
 FMT = "dts-avro"
 NS = "com.alibaba.dts.formats.avro."
@@ -189,35 +191,6 @@ def test_write_makes_a_container_file_of_the_same_records(tmp_path):
 
 # --- decode round trips and ingests (Spark) -----------------------------------------------------
 
-def value_typed(col: dict) -> bool:
-    """Columns whose DTS column type depends on the value: a record in which such a column is
-    NULL says nothing of its precision or charset, and the decoder gives it its code's default
-    (DECIMAL -> decimal(38,10), TEXT (BLOB code) -> binary, VARBINARY (VARCHAR code) -> string)."""
-    t, src = (col["spark_type"] or "").lower(), (col["source_type"] or "").lower()
-    return t.startswith("decimal") or t == "binary" or (t == "string" and "text" in src)
-
-
-def typed_when_null(events: list[dict]) -> list[dict]:
-    """``events`` without the columns whose type DTS loses on a NULL value (:func:`value_typed`).
-
-    A narrow restriction for the ingest property only: the shared oracle (tests/oracle.replay)
-    takes each event's columns as the table's schema, while the applier widens a column over
-    every type it has seen (decimal(10,2) and decimal(38,10) -> decimal(38,10); binary and
-    string -> string), so the two disagree on such tables whatever the lake holds (see
-    test_null_value_types_oracle_disagrees_with_applier). The columns are removed from every
-    event (images, columns, keys are never among them), which keeps the stream consistent."""
-    out = []
-    for e in events:
-        drop = {c["name"] for c in e["columns"] or [] if value_typed(c)}
-        keep = lambda img: None if img is None else {k: v for k, v in img.items() if k not in drop}  # noqa: E731
-        out.append({
-            **e,
-            "columns": None if e["columns"] is None else [c for c in e["columns"] if c["name"] not in drop],
-            "before": keep(e["before"]), "after": keep(e["after"]),
-        })  # fmt: skip
-    return out
-
-
 def test_round_trip_workload(spark, tmp_path):
     events = Workload(7, events=300).generate().events
     decoded, carried = decode_round_trip(spark, FMT, events, tmp_path)
@@ -226,18 +199,17 @@ def test_round_trip_workload(spark, tmp_path):
 
 
 @decode_property
-def test_round_trip_property(spark, tmp_path_factory, seed):
-    events = Workload(seed, events=60, tables=3).generate().events
-    decoded, carried = decode_round_trip(spark, FMT, events, tmp_path_factory.mktemp("dts"))
-    assert decoded == carried
+def test_round_trip_property(spark, tmp_path_factory, seeds):
+    examples = [Workload(seed, events=60, tables=3).generate().events for seed in seeds]
+    trips = decode_round_trips(spark, FMT, examples, tmp_path_factory.mktemp("dts"))
+    check_round_trips([f"seed={s}" for s in seeds], trips)
 
 
-@ingest_property
-def test_ingest_scrambled_property(spark, tmp_path_factory, seed, shuffle_seed, batches, duplicate):
+def test_ingest_scrambled(spark, tmp_path):
     # DTS records carry the key (tags.pk_uk_info): no primary_keys configuration. Restricted to
-    # the columns whose type survives a NULL value: see typed_when_null.
-    events = typed_when_null(Workload(seed, events=80).generate().events)
-    ingest_scrambled(spark, FMT, events, tmp_path_factory.mktemp("dts-ingest"), shuffle_seed, batches=batches, duplicate=duplicate)
+    # the columns whose type survives a NULL value (tests.roundtrip.typed_when_null). The
+    # applier's semantics over many scrambled workloads: tests/apply/test_properties.py
+    ingest_case(spark, FMT, INGEST_CASES[FMT], tmp_path)
 
 
 @pytest.mark.xfail(

@@ -26,7 +26,10 @@ from cdclake.formats.qlik_json import QlikJsonEncoder
 from cdclake.formats.qlik_json.encoder import describe, mask, qlik_column
 from cdclake.simulate import Workload
 from tests.conftest import fixture_path
-from tests.roundtrip import decode_property, decode_round_trip, ingest_property, ingest_scrambled
+from tests.roundtrip import (
+    INGEST_CASES, RoundTrip, check_round_trips, decode_property, decode_round_trip, decode_round_trips, ingest_case,
+    ingest_scrambled,
+)
 
 FMT = "qlik-json"
 MODEL = "qlik-replicate/jcustenborder-attunity-json-converter/src/test/resources/com/github/jcustenborder/kafka/conversion/attunity/model"
@@ -221,6 +224,11 @@ def assert_round_trip(spark, events, tmp_path):
     decoded, carried = decode_round_trip(spark, FMT, events, tmp_path)
     enc = QlikJsonEncoder()
     enc.encode(events)  # the same MDs as the harness's encoder wrote
+    return check_md_round_trip(decoded, carried, enc)
+
+
+def check_md_round_trip(decoded: list[dict], carried: list[dict], enc: QlikJsonEncoder):
+    """The round trip's checks, given the encoder that wrote the events (its ``metadata``)."""
     mds = [e for _i, _v, e in sorted(enc.metadata, key=lambda m: (m[1], m[0]))]
     data = lambda evs: [e for e in evs if e["kind"] != "ddl"]  # noqa: E731
     ddl = lambda evs: [e for e in evs if e["kind"] == "ddl"]  # noqa: E731
@@ -239,21 +247,23 @@ def test_round_trip_workload(spark, tmp_path):
 
 
 @decode_property
-def test_round_trip_property(spark, tmp_path_factory, seed):
-    events = Workload(seed, events=60, tables=3).generate().events
-    assert_round_trip(spark, events, tmp_path_factory.mktemp("qlik"))
+def test_round_trip_property(spark, tmp_path_factory, seeds):
+    examples = [Workload(seed, events=60, tables=3).generate().events for seed in seeds]
+    trips = decode_round_trips(spark, FMT, examples, tmp_path_factory.mktemp("qlik"))
+
+    def check(t: RoundTrip) -> None:
+        check_md_round_trip(t.decoded, t.carried, t.encoder)
+
+    check_round_trips([f"seed={s}" for s in seeds], trips, check)
 
 
-@ingest_property
-def test_ingest_scrambled_property(spark, tmp_path_factory, seed, shuffle_seed, batches, duplicate):
+def test_ingest_scrambled(spark, tmp_path):
     # Qlik metadata messages carry the key (primaryKeyPosition): no primary_keys configuration.
     # The decoder ties a DT to its MD within one batch only: Encoded.units keeps each MD with the
-    # DTs of its table and version, so scrambling never separates them.
-    # truncates=False: Qlik writes no message for a TRUNCATE (the encoder drops it), and a stream
-    # without its truncates is not one a database can produce: a key inserted again after the
-    # truncate collides with the row the truncate removed, which the oracle rightly refuses.
-    events = Workload(seed, events=80, truncates=False).generate().events
-    ingest_scrambled(spark, FMT, events, tmp_path_factory.mktemp("qlik-ingest"), shuffle_seed, batches=batches, duplicate=duplicate)
+    # DTs of its table and version, so scrambling never separates them. No truncates
+    # (tests.roundtrip.format_workload). The applier's semantics over many scrambled workloads
+    # (events as Qlik gives them back): tests/apply/test_properties.py
+    ingest_case(spark, FMT, INGEST_CASES[FMT], tmp_path)
 
 
 @pytest.mark.xfail(

@@ -1,0 +1,74 @@
+"""The test harness itself (pure Python, no Spark): the scrambler, the example tagging, and the
+fixed scrambled-ingest cases each format runs (tests/roundtrip.py)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from cdclake import formats
+from cdclake.model import qualified_name
+from cdclake.simulate import Workload
+from tests.roundtrip import (
+    FORMATS,
+    INGEST_CASES,
+    KEYS_CONFIGURED,
+    MAX_BATCHES,
+    format_workload,
+    keys_of,
+    scramble,
+    scramble_units,
+    tag,
+)
+
+
+def test_every_format_with_an_encoder_has_a_case():
+    assert sorted(FORMATS) == sorted(d.name for d in formats.all_decoders()) == sorted(INGEST_CASES)
+
+
+def test_scramble_keeps_units_whole_and_in_order():
+    starts = [0, 0, 2, 3, 3, 3, 6]
+    for seed in range(50):
+        parts = scramble_units(starts, random.Random(seed), 3, 0.4)
+        assert 1 <= len(parts) <= 3 and all(parts)
+        flat = [i for p in parts for i in p]
+        assert set(flat) == set(range(7))  # every item delivered, some twice
+        for p in parts:
+            for s in set(starts):
+                unit = [i for i, x in enumerate(starts) if x == s]
+                # wherever a unit's first item is, the unit follows it whole, in order
+                for j, i in enumerate(p):
+                    if i == unit[0]:
+                        assert p[j : j + len(unit)] == unit
+
+
+@pytest.mark.parametrize("fmt", sorted(INGEST_CASES))
+def test_ingest_cases_scramble_as_intended(fmt):
+    """Each format's one scrambled ingest cuts into the most batches the format allows and
+    delivers some units twice (what the hypothesis ingest properties drew at random)."""
+    case = INGEST_CASES[fmt]
+    events = format_workload(fmt, case.seed)
+    enc = formats.get_encoder(fmt)
+    encoded = enc.encode(events)
+    parts = scramble(encoded, random.Random(case.shuffle_seed), case.batches, case.duplicate)
+    assert len(parts) == case.batches == MAX_BATCHES.get(fmt, 3)
+    flat = [i for p in parts for i in p]
+    assert set(flat) == set(range(len(encoded.records)))
+    assert len(flat) > len(encoded.records)  # duplicates
+    assert len(set(encoded.unit_starts())) >= 6  # units enough to scramble (Qlik's are a table's DTs)
+    assert min(map(len, parts)) > len(encoded.records) // 8  # no batch nearly empty
+    ops = {e["op"] for e in events if e["kind"] == "data"}
+    assert {"c", "u", "d"} <= ops
+    if fmt in KEYS_CONFIGURED:
+        assert keys_of(events, enc)
+
+
+def test_tag_separates_examples():
+    events = Workload(1, events=40).generate().events
+    a, b = tag(events, 0), tag(events, 1)
+    names = lambda evs: {qualified_name(e["database"], e["schema"], e["table"]) for e in evs if e["table"]}  # noqa: E731
+    assert names(a).isdisjoint(names(b)) and len(names(a)) == len(names(events))
+    assert "shop_x0.sales_x0.order_lines" in names(a)
+    assert [e for e in a if not e["table"]] == [e for e in events if not e["table"]]  # heartbeats untouched
+    assert all({**x, "database": y["database"], "schema": y["schema"]} == y for x, y in zip(a, events))
