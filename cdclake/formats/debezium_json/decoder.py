@@ -145,7 +145,7 @@ from cdclake.formats.base import Capabilities, Decoder, DecodeOptions, event_sql
 from cdclake.formats.debezium_json import connect
 from cdclake.formats.json_common import CORRUPT, parse_json
 from cdclake.formats.typed import Sig, add_typed_image, collect_signatures, columns_literal, persist_stage, sig_case
-from cdclake.values import jdbc_to_spark_sql
+from cdclake.formats.sqltypes import jdbc_spark_type
 
 NAME = "debezium-json"
 
@@ -378,7 +378,27 @@ def _ddl_spark_type_sql(c: str) -> str:
       when {code} in (2, 3) and {length} > 38 then 'string'
       when {code} = -5 and upper({c}.typeName) like '%UNSIGNED%' then 'decimal(20,0)'
       when {code} = 4 and upper({c}.typeName) like '%UNSIGNED%' then 'bigint'
-      else {jdbc_to_spark_sql(code)} end)"""
+      else {_jdbc_spark_type_sql(code)} end)"""
+
+
+#: the ``java.sql.Types`` constants (JDK ``java.sql.Types``)
+_JDBC_TYPES = (
+    -16, -15, -9, -8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 70, 91, 92, 93,
+    1111, 2000, 2001, 2002, 2003, 2004, 2005, 2006, 2009, 2011, 2012, 2013, 2014,
+)
+
+
+def _jdbc_spark_type_sql(code: str) -> str:
+    """SQL: the Spark type of the ``java.sql.Types`` code ``code`` (an int expression), written
+    out from the driver-side mapping :func:`cdclake.formats.sqltypes.jdbc_spark_type` (no SQL
+    twin of it to keep in step)."""
+    groups: dict[str, list[int]] = {}
+    for t in _JDBC_TYPES:
+        st = jdbc_spark_type(t)
+        if st != "string":
+            groups.setdefault(st, []).append(t)
+    whens = " ".join(f"when {code} in ({', '.join(map(str, ts))}) then '{st}'" for st, ts in groups.items())
+    return f"(case {whens} else 'string' end)"
 
 
 def _lsn_hi_lo(hexcol: str) -> tuple[str, str]:
