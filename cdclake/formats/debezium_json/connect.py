@@ -22,7 +22,7 @@ import json
 import re
 from decimal import Decimal
 
-from cdclake.formats.typed import TS_FORMAT, sql_str
+from cdclake.formats.typed import TS_FORMAT, canonical_sql, sql_str
 
 DECIMAL = "org.apache.kafka.connect.data.Decimal"
 VS_DECIMAL = "io.debezium.data.VariableScaleDecimal"
@@ -218,18 +218,6 @@ def is_non_finite_sql(v: str) -> str:
     return f"({v} in {_NON_FINITE})"
 
 
-def _ts_text(v: str) -> str:
-    return f"date_format(coalesce(try_to_timestamp({v}), try_cast({v} as timestamp)), '{TS_FORMAT}')"
-
-
-def _date_text(v: str) -> str:
-    return f"cast(try_cast(substr(trim({v}), 1, 10) as date) as string)"
-
-
-def _bool_text(v: str) -> str:
-    return f"(case lower(trim({v})) when 'true' then 'true' when '1' then 'true' when 'false' then 'false' when '0' then 'false' end)"
-
-
 def _decimal_normal(v: str) -> str:
     return f"(case when {v} rlike {_NUMERIC_RE} then trim({v}) end)"
 
@@ -351,16 +339,16 @@ def wire_sql(col: dict | None, pre: str | None = None) -> str:
         days = f"try_cast({v} as int)"
         return (
             f"(case when {num} then (case when {days} between -719162 and 2932896 then cast(date_add(date'1970-01-01', {days}) as string) end) "
-            f"else {_date_text(v)} end)"
+            f"else {canonical_sql(v, 'date')} end)"
         )
     if kind == "ts_ms":
-        return f"(case when {num} then (case when {big} between {ms_lo} and {ms_hi} then date_format(timestamp_millis({big}), '{TS_FORMAT}') end) else {_ts_text(v)} end)"
+        return f"(case when {num} then (case when {big} between {ms_lo} and {ms_hi} then date_format(timestamp_millis({big}), '{TS_FORMAT}') end) else {canonical_sql(v, 'timestamp')} end)"
     if kind == "ts_us":
-        return f"(case when {num} then (case when {big} between {ms_lo}000 and {ms_hi}999 then date_format(timestamp_micros({big}), '{TS_FORMAT}') end) else {_ts_text(v)} end)"
+        return f"(case when {num} then (case when {big} between {ms_lo}000 and {ms_hi}999 then date_format(timestamp_micros({big}), '{TS_FORMAT}') end) else {canonical_sql(v, 'timestamp')} end)"
     if kind == "ts_ns":
-        return f"(case when {num} then {_ts_text(f'date_format(timestamp_micros({big} div 1000), {chr(39)}{TS_FORMAT}{chr(39)})')} else {_ts_text(v)} end)"
+        return f"(case when {num} then {canonical_sql(f'date_format(timestamp_micros({big} div 1000), {chr(39)}{TS_FORMAT}{chr(39)})', 'timestamp')} else {canonical_sql(v, 'timestamp')} end)"
     if kind == "ts_iso":
-        return _ts_text(v)
+        return canonical_sql(v, 'timestamp')
     if kind == "time_ms":
         return f"(case when {num} then {_time_text(f'try_multiply({big}, 1000)')} else {v} end)"
     if kind == "time_us":
@@ -372,7 +360,7 @@ def wire_sql(col: dict | None, pre: str | None = None) -> str:
     if kind in ("float", "double"):
         return f"cast(try_cast({v} as {kind}) as string)"
     if kind == "boolean":
-        return _bool_text(v)
+        return canonical_sql(v, 'boolean')
     if kind == "binary":
         stripped = f"regexp_replace({v}, '\\\\s', '')"
         return f"(case when try_to_binary({stripped}, 'base64') is not null then {stripped} end)"
@@ -414,7 +402,7 @@ def inferred_sql(cls: str) -> str:
     v = "{0}"
     return (
         f"(case {cls} when 'I' then (case when {v} rlike {_INT_TEXT} then cast(try_cast(trim({v}) as bigint) as string) end) "
-        f"when 'F' then cast(try_cast({v} as double) as string) when 'B' then {_bool_text(v)} "
+        f"when 'F' then cast(try_cast({v} as double) as string) when 'B' then {canonical_sql(v, 'boolean')} "
         f"when 'D' then {_decimal_normal(v)} else {v} end)"
     )
 
