@@ -31,61 +31,6 @@ def let(bindings: dict[str, str], body: str, var: str = "x") -> str:
     return f"element_at(transform(array(named_struct({fields})), {var} -> {body}), 1)"
 
 
-def mysql_to_spark_sql(type_text: str) -> str:
-    """SQL expression: the Spark type (as text) for a MySQL column type given as text.
-
-    ``type_text`` is an SQL expression yielding e.g. ``int(11) unsigned``, ``decimal(10,2)``,
-    ``VARCHAR(255)``, ``datetime(3)``. Result examples: ``int``, ``bigint``, ``decimal(20,0)``,
-    ``decimal(10,2)``, ``float``, ``double``, ``boolean``, ``date``, ``timestamp``, ``binary``,
-    ``string``. Unknown types map to ``string`` (the value is kept as text, never lost).
-    A ``decimal`` without precision (DTS writes ``decimal`` bare: seed 001, "mysqlType ...
-    precision is not supported") maps to ``decimal(38,10)``.
-    """
-    t = f"lower(trim({type_text}))"
-    bind = {
-        "t": t,
-        "base": f"regexp_extract({t}, '^([a-z ]+?)\\\\s*(\\\\(|unsigned|zerofill|$)', 1)",
-        "p": f"try_cast(nullif(regexp_extract({t}, '\\\\(\\\\s*([0-9]+)', 1), '') as int)",
-        "s": f"coalesce(try_cast(nullif(regexp_extract({t}, '\\\\(\\\\s*[0-9]+\\\\s*,\\\\s*([0-9]+)', 1), '') as int), 0)",
-    }
-    base, p, s, unsigned = "x.base", "x.p", "x.s", "(x.t like '%unsigned%')"
-    body = f"""(case
-      when {base} in ('tinyint','smallint','mediumint') then 'int'
-      when {base} in ('int','integer') then (case when {unsigned} then 'bigint' else 'int' end)
-      when {base} = 'bigint' then (case when {unsigned} then 'decimal(20,0)' else 'bigint' end)
-      when {base} = 'serial' then 'decimal(20,0)'
-      when {base} in ('decimal','numeric','dec','fixed') then
-        (case when {p} is null then 'decimal(38,10)'
-              when {p} > 38 then 'string'
-              else concat('decimal(', {p}, ',', {s}, ')') end)
-      when {base} = 'float' then 'float'
-      when {base} in ('double','real','double precision') then 'double'
-      when {base} in ('bool','boolean') then 'boolean'
-      when {base} = 'bit' then (case when coalesce({p}, 1) = 1 then 'boolean' else 'bigint' end)
-      when {base} = 'year' then 'int'
-      when {base} = 'date' then 'date'
-      when {base} in ('datetime','timestamp') then 'timestamp'
-      when {base} in ('binary','varbinary','tinyblob','blob','mediumblob','longblob') then 'binary'
-      else 'string' end)"""
-    return let(bind, body)
-
-
-def jdbc_to_spark_sql(code: str) -> str:
-    """SQL expression: the Spark type (text) for a ``java.sql.Types`` code (Canal ``sqlType``)."""
-    c = f"cast({code} as int)"
-    return f"""(case
-      when {c} in (-7, 16) then 'boolean'
-      when {c} in (-6, 5, 4) then 'int'
-      when {c} = -5 then 'bigint'
-      when {c} = 7 then 'float'
-      when {c} in (6, 8) then 'double'
-      when {c} in (2, 3) then 'decimal(38,10)'
-      when {c} = 91 then 'date'
-      when {c} in (93, 2014) then 'timestamp'
-      when {c} in (-2, -3, -4, 2004) then 'binary'
-      else 'string' end)"""
-
-
 def normalize_sql(value: str, spark_type: str, binary_input: str = "base64") -> str:
     """SQL expression: ``struct<value: string, ok: boolean>`` for one image value.
 
@@ -162,6 +107,3 @@ def cast_sql(value: str, spark_type: str) -> str:
     return f"try_cast({value} as {spark_type})"
 
 
-def ms_to_timestamp_text_sql(ms: str) -> str:
-    """SQL expression: canonical timestamp text from milliseconds since epoch (UTC)."""
-    return f"date_format(timestamp_millis(cast({ms} as bigint)), '{TS_FORMAT}')"

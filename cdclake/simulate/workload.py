@@ -50,7 +50,7 @@ The stream, in commit order:
 
 Every data event (``r c u d t``) and every DDL event carries ``columns``, the table's schema at
 its position (after the change, for DDL, so a target table can follow a DDL that no data event
-follows): name, source type (MySQL spelling, as :func:`cdclake.values.mysql_to_spark_sql` reads
+follows): name, source type (MySQL spelling, as :func:`cdclake.formats.sqltypes.mysql_spark_type` reads
 it), Spark type, precision and scale (decimals only), nullable (false for key columns); and
 ``primary_key`` (null for the keyless table). ``truncate_columns=False`` leaves ``columns`` off
 truncates, as Canal and Debezium write them (the applier mishandles that today: see
@@ -172,7 +172,7 @@ def encode_value(value: Any, spark_type: str) -> str | None:
 
 
 def _source_type(spark_type: str) -> str:
-    """MySQL spelling of a Spark type (what ``cdclake.values.mysql_to_spark_sql`` maps back)."""
+    """MySQL spelling of a Spark type (what ``cdclake.formats.sqltypes.mysql_spark_type`` maps back)."""
     return {
         "int": "int",
         "bigint": "bigint",

@@ -104,7 +104,7 @@ Mapping to the canonical event (one record -> zero or one event):
   ``spark.sql.legacy.codingErrorAction=true`` (Spark 4.0's ``decode`` otherwise rejects them);
   else the record is rejected with ``BAD_VALUE`` naming the charset. A column whose values are
   all NULL gets the code's default type (decimal(38,10) for DECIMAL, as for a bare ``decimal``
-  in :func:`cdclake.values.mysql_to_spark_sql`; string for VARCHAR; binary for BLOB).
+  in :func:`cdclake.formats.sqltypes.mysql_spark_type`; string for VARCHAR; binary for BLOB).
 * Images: INSERT / INIT use ``afterImages``, DELETE ``beforeImages``, UPDATE both (the before
   image may be absent). Columns whose value is EmptyObject ``NONE`` are left out of the image;
   when the after image leaves any out, ``present`` lists the columns it carries (a partial
