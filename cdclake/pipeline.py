@@ -23,6 +23,7 @@ from cdclake import formats
 from cdclake.apply import audit
 from cdclake.apply.batch import apply_batch, table_path  # noqa: F401  (table_path: public helper)
 from cdclake.apply.delta_table import ApplyResult
+from cdclake.apply.plan import plan_batch
 from cdclake.errors import CdclakeError
 from cdclake.formats.base import Decoder, DecodeOptions
 from cdclake.formats.typed import batch_scope
@@ -159,9 +160,9 @@ def ingest_batch(
 
     Spark work per batch: the decoder's parse stage (cached, with its signature aggregate),
     then the decoded records flattened to one row per event or reject (cached once: the batch's
-    only other cache) with one count per error code, then the writes (see
-    :mod:`cdclake.apply.batch`). ``txn`` makes the appends idempotent (see
-    :class:`cdclake.apply.audit.Txn`).
+    only other cache) and planned by one aggregate that also counts records and events per
+    error code, then the writes (see :mod:`cdclake.apply.batch`). ``txn`` makes the appends
+    idempotent (see :class:`cdclake.apply.audit.Txn`).
     """
     summary = IngestSummary(decoder.name)
     audit.check_layout(target)
@@ -177,20 +178,22 @@ def ingest_batch(
             "error_message",
             F.posexplode_outer("events").alias("pos", "e"),
         ).persist(StorageLevel.MEMORY_AND_DISK)
-        counts = (
-            flat.groupBy("error_code")
-            .agg(F.count_if(F.col("pos").isNull() | (F.col("pos") == 0)).alias("n"), F.count("e").alias("e"))
-            .collect()
-        )
+        try:
+            # the batch's one planning aggregate, over the flat rows: it also counts records and
+            # events per error code (and materialises the cache)
+            plan = plan_batch(flat.select("error_code", "pos", "e.*"), options.primary_keys, records=True)
+        except BaseException:
+            flat.unpersist()
+            raise
     try:
-        for row in counts:
-            summary.records_in += row["n"]
-            if row["error_code"] is None:
-                summary.decoded += row["n"]
-                summary.events += int(row["e"] or 0)
+        for code, (n, n_events) in plan.records.items():
+            summary.records_in += n
+            if code is None:
+                summary.decoded += n
+                summary.events += n_events
             else:
-                summary.rejected += row["n"]
-                summary.reject_codes[row["error_code"]] = row["n"]
+                summary.rejected += n
+                summary.reject_codes[code] = n
         reject_task = [lambda: audit.write_rejects(flat.where(F.col("error_code").isNotNull()), decoder.name, target, txn)]
         if summary.events == 0:
             if summary.rejected:
@@ -198,7 +201,7 @@ def ingest_batch(
             return summary
         events = flat.where(F.col("e").isNotNull()).select("e.*")
         summary.tables.extend(
-            apply_batch(spark, events, target, options.primary_keys, txn, side_tasks=reject_task if summary.rejected else None)
+            apply_batch(spark, events, target, options.primary_keys, txn, side_tasks=reject_task if summary.rejected else None, plan=plan)
         )
     finally:
         flat.unpersist()

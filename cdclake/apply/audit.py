@@ -1,6 +1,6 @@
 """The ``_cdclake`` tables beside the targets: changelog, rejects, schema history, deletes,
-progress. One Delta commit per table per batch at most, each an append except progress (a MERGE
-of a few driver-built rows); none of them is read in full by a batch.
+progress. One Delta commit per table per batch at most, each an append except progress (an
+overwrite of its few rows, merged on the driver); none of them but progress is read by a batch.
 
 All are Delta tables under ``<target>/_cdclake/``:
 
@@ -33,8 +33,10 @@ another layout is refused (:func:`check_layout`).
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 
 from delta.tables import DeltaTable
@@ -170,25 +172,81 @@ def schema_history_rows(plan_ddl: list[tuple], result: ApplyResult | None, table
     return [(table, version, schema, c, ddl_text, ddl_pos) for c in (changes or ["ddl recorded"])]
 
 
-def read_table_states(spark: SparkSession, target: str) -> dict[str, TableState]:
-    """The table rows of the progress table (``source`` null): what earlier batches left for
-    each table. One small read (the progress table holds a few rows per source and table)."""
+@dataclass
+class Progress:
+    """The progress table as a batch reads it: every row (dicts with :data:`PROGRESS_SCHEMA`'s
+    fields) and the Delta version they were read at (None: no progress table yet)."""
+
+    version: int | None
+    rows: list[dict]
+
+    def table_states(self) -> dict[str, TableState]:
+        """The table rows (``source`` null): what earlier batches left for each table."""
+        return {
+            r["table"]: TableState(
+                _list(r["delete_position"]), _list(r["truncate_position"]), r["truncate_position_text"], r["rows"]
+            )
+            for r in self.rows
+            if r["source"] is None and r["table"] is not None
+        }
+
+
+#: the progress this process last read or wrote, per progress table path:
+#: ``(version, (length, modification time) of that version's commit file, rows)``
+_progress_cache: dict[str, tuple[int, tuple[int, int], list[dict]]] = {}
+_progress_lock = threading.Lock()
+
+
+def _commit_file(spark: SparkSession, path: str, version: int):
+    """The Hadoop ``FileStatus`` of commit ``version`` of the Delta table at ``path``
+    (``_delta_log/<version, 20 digits>.json``, the Delta protocol's commit file), or None."""
+    jvm = spark._jvm
+    f = jvm.org.apache.hadoop.fs.Path(f"{path}/_delta_log/{version:020d}.json")
+    fs = f.getFileSystem(spark._jsc.hadoopConfiguration())
+    return fs.getFileStatus(f) if fs.exists(f) else None
+
+
+def _stamp(status) -> tuple[int, int]:
+    return (int(status.getLen()), int(status.getModificationTime()))
+
+
+def _cached_progress(spark: SparkSession, path: str) -> Progress | None:
+    """The cached progress of ``path`` when the table is still at the cached version: its
+    commit file is the one cached and no later commit exists (two file-system look-ups)."""
+    with _progress_lock:
+        hit = _progress_cache.get(path)
+    if hit is None:
+        return None
+    version, stamp, rows = hit
+    status = _commit_file(spark, path, version)
+    if status is None or _stamp(status) != stamp or _commit_file(spark, path, version + 1) is not None:
+        return None
+    return Progress(version, [dict(r) for r in rows])
+
+
+def _remember_progress(spark: SparkSession, path: str, version: int | None, rows: list[dict]) -> None:
+    status = _commit_file(spark, path, version) if version is not None else None
+    with _progress_lock:
+        if status is None or _commit_file(spark, path, version + 1) is not None:
+            _progress_cache.pop(path, None)
+        else:
+            _progress_cache[path] = (version, _stamp(status), [dict(r) for r in rows])
+
+
+def read_progress(spark: SparkSession, target: str) -> Progress:
+    """The progress table of ``target``. A process that wrote or read it last and finds it
+    unchanged since (no later commit) reuses what it holds: no Spark job; otherwise one small
+    read at the table's latest version (a few rows per source and table)."""
     path = f"{target}/{PROGRESS}"
+    cached = _cached_progress(spark, path)
+    if cached is not None:
+        return cached
     if not DeltaTable.isDeltaTable(spark, path):
-        return {}
-    rows = (
-        spark.read.format("delta")
-        .load(path)
-        .where(F.col("source").isNull() & F.col("table").isNotNull())
-        .select("table", "delete_position", "truncate_position", "truncate_position_text", "rows")
-        .collect()
-    )
-    return {
-        r["table"]: TableState(
-            _list(r["delete_position"]), _list(r["truncate_position"]), r["truncate_position_text"], r["rows"]
-        )
-        for r in rows
-    }
+        return Progress(None, [])
+    version = DeltaTable.forPath(spark, path).history(1).select("version").first()[0]
+    rows = [r.asDict(recursive=False) for r in spark.read.format("delta").option("versionAsOf", version).load(path).collect()]
+    _remember_progress(spark, path, version, rows)
+    return Progress(version, rows)
 
 
 def _list(v):
@@ -203,15 +261,64 @@ def _newest(a, b):
     return a if order_key(a) >= order_key(b) else b
 
 
+def _greatest(a, b):
+    """Spark's ``greatest`` of two numbers (nulls skipped)."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return max(a, b)
+
+
+def merge_progress(old: list[dict], new: list[dict]) -> list[dict]:
+    """The progress rows after a batch: ``old`` (the table as read) moved forward by ``new``
+    (the batch's rows, same fields), matched on (``source``, ``table``). Pure Python.
+
+    A matched row keeps the greater ``last_position`` (its text with it), the greater event
+    time, heartbeat and ``delete_position``, the newer ``truncate_position``, the batch's
+    ``updated_at_ms`` and ``rows`` (when it has one); ``lag_ms`` is ``updated_at_ms`` minus the
+    event time. Unmatched rows of either side are kept as they are.
+    """
+    merged = {(r["source"], r["table"]): dict(r) for r in old}
+    for s in new:
+        k = (s["source"], s["table"])
+        t = merged.get(k)
+        if t is None:
+            merged[k] = dict(s)
+            continue
+        if t["last_position"] is None or (
+            s["last_position"] is not None and order_key(s["last_position"]) > order_key(t["last_position"])
+        ):
+            t["last_position"], t["last_position_text"] = s["last_position"], s["last_position_text"]
+        t["last_event_time_ms"] = _greatest(s["last_event_time_ms"], t["last_event_time_ms"])
+        t["last_heartbeat_ms"] = _greatest(s["last_heartbeat_ms"], t["last_heartbeat_ms"])
+        t["updated_at_ms"] = s["updated_at_ms"]
+        t["lag_ms"] = None if s["updated_at_ms"] is None or t["last_event_time_ms"] is None else s["updated_at_ms"] - t["last_event_time_ms"]
+        t["delete_position"] = _newest(s["delete_position"], t["delete_position"])
+        if s["truncate_position"] is not None and (
+            t["truncate_position"] is None or order_key(s["truncate_position"]) > order_key(t["truncate_position"])
+        ):
+            t["truncate_position"], t["truncate_position_text"] = s["truncate_position"], s["truncate_position_text"]
+        if s["rows"] is not None:
+            t["rows"] = s["rows"]
+    return list(merged.values())
+
+
+PROGRESS_FIELDS = tuple(c.strip().split(" ")[0] for c in PROGRESS_SCHEMA.split(", "))
+
+
 def update_progress(
     spark: SparkSession,
     target: str,
     plan: BatchPlan,
-    states: dict[str, TableState],
+    progress: Progress,
     results: dict[str, ApplyResult],
 ) -> None:
-    """Move the progress table forward: one MERGE of rows built on the driver from the batch's
-    plan (per source and table, per source, per table) and the tables' new states."""
+    """Move the progress table forward: its rows as read (``progress``) merged on the driver
+    with rows built from the batch's plan (per source and table, per source, per table) and
+    the tables' new states (:func:`merge_progress`), written back whole: one small overwrite,
+    one commit, nothing scanned."""
+    states = progress.table_states()
     now = now_ms()
     rows = []
     for sp in plan.progress:
@@ -242,32 +349,16 @@ def update_progress(
         )
     if not rows:
         return
-    df = spark.createDataFrame(rows, PROGRESS_SCHEMA)
+    merged = merge_progress(progress.rows, [dict(zip(PROGRESS_FIELDS, r)) for r in rows])
+    merged = [{k: _decimals(k, v) for k, v in r.items()} for r in merged]
     path = f"{target}/{PROGRESS}"
-    if not DeltaTable.isDeltaTable(spark, path):
-        append(df, path)
-        return
-    newer = "(t.{c} IS NULL OR s.{c} > t.{c})"
-    pos_newer = newer.format(c="last_position")
-    trunc_newer = newer.format(c="truncate_position")
-    (
-        DeltaTable.forPath(spark, path)
-        .alias("t")
-        .merge(df.alias("s"), "t.source <=> s.source AND t.table <=> s.table")
-        .whenMatchedUpdate(
-            set={
-                "last_position": f"CASE WHEN {pos_newer} THEN s.last_position ELSE t.last_position END",
-                "last_position_text": f"CASE WHEN {pos_newer} THEN s.last_position_text ELSE t.last_position_text END",
-                "last_event_time_ms": "greatest(s.last_event_time_ms, t.last_event_time_ms)",
-                "last_heartbeat_ms": "greatest(s.last_heartbeat_ms, t.last_heartbeat_ms)",
-                "updated_at_ms": "s.updated_at_ms",
-                "lag_ms": "s.updated_at_ms - greatest(s.last_event_time_ms, t.last_event_time_ms)",
-                "delete_position": "greatest(s.delete_position, t.delete_position)",
-                "truncate_position": f"CASE WHEN s.truncate_position IS NOT NULL AND {trunc_newer} THEN s.truncate_position ELSE t.truncate_position END",
-                "truncate_position_text": f"CASE WHEN s.truncate_position IS NOT NULL AND {trunc_newer} THEN s.truncate_position_text ELSE t.truncate_position_text END",
-                "rows": "coalesce(s.rows, t.rows)",
-            }
-        )
-        .whenNotMatchedInsertAll()
-        .execute()
-    )
+    df = spark.createDataFrame([tuple(r[f] for f in PROGRESS_FIELDS) for r in merged], PROGRESS_SCHEMA).coalesce(1)
+    df.write.format("delta").mode("overwrite").save(path)
+    _remember_progress(spark, path, 0 if progress.version is None else progress.version + 1, merged)
+
+
+def _decimals(name: str, v):
+    """Position arrays as Decimals (what Spark reads them back as)."""
+    if v is not None and name in ("last_position", "delete_position", "truncate_position"):
+        return [None if x is None else Decimal(x) for x in v]
+    return v

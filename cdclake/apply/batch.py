@@ -5,13 +5,14 @@ The steps, and what each costs in Spark jobs and Delta commits:
 
 1. :func:`cdclake.apply.plan.plan_batch`: one aggregate over the batch (one query) gives every
    table's columns, key, op counts and positions and every source's progress;
-2. :func:`cdclake.apply.audit.read_table_states`: one small read of the progress table (the
-   latest truncate and delete of each table, its row count);
+2. :func:`cdclake.apply.audit.read_progress`: one small read of the progress table (the
+   latest truncate and delete of each table, its row count), none when this process wrote it
+   last and nothing committed to it since;
 3. concurrently: the changelog append (one commit) and, per table, the MERGE (or the write
    that creates the table): one commit per table; the tables are independent, so they are
    applied side by side in threads (``CDCLAKE_APPLY_THREADS``, default 4);
 4. concurrently: the deletes append, the schema-history append (only when a schema changed)
-   and the progress MERGE: one commit each.
+   and the progress overwrite (a few rows merged on the driver): one commit each.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cdclake.apply import audit
 from cdclake.apply.delta_table import ApplyResult, TableApply, TableState, apply_table
-from cdclake.apply.plan import plan_batch
+from cdclake.apply.plan import BatchPlan, plan_batch
 
 
 def table_path(target: str, name: str) -> str:
@@ -60,20 +61,24 @@ def apply_batch(
     primary_keys: dict[str, list[str]] | None = None,
     txn: audit.Txn | None = None,
     side_tasks: list | None = None,
+    plan: BatchPlan | None = None,
 ) -> list[ApplyResult]:
     """Apply canonical events (EVENT_SCHEMA rows, any format) to the tables under ``target``.
 
     ``events`` should be persisted by the caller (every table reads it). ``txn`` makes the
     audit appends idempotent (see :class:`cdclake.apply.audit.Txn`). ``side_tasks``: more
-    callables to run with the first wave of writes (the pipeline's rejects append).
+    callables to run with the first wave of writes (the pipeline's rejects append). ``plan``:
+    the batch's plan when the caller made it (:func:`plan_batch`), else it is made here.
     Returns one :class:`ApplyResult` per table with data, by table name.
 
     Raises:
         CdclakeError(TARGET_LAYOUT): the target was written in another ``_cdclake`` layout.
     """
     audit.check_layout(target)
-    plan = plan_batch(events, primary_keys)
-    states = audit.read_table_states(spark, target) if plan.tables else {}
+    if plan is None:
+        plan = plan_batch(events, primary_keys)
+    progress = audit.read_progress(spark, target)
+    states = progress.table_states()
     deletes_path = f"{target}/{audit.DELETES}"
 
     def one(p):
@@ -93,7 +98,7 @@ def apply_batch(
             [
                 lambda: audit.write_deletes(deletes, target, txn),
                 lambda: audit.record_schema_changes(spark, target, history),
-                lambda: audit.update_progress(spark, target, plan, states, results),
+                lambda: audit.update_progress(spark, target, plan, progress, results),
             ]
         )
     finally:

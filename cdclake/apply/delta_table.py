@@ -32,7 +32,6 @@ one of its columns widens in place.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from delta.tables import DeltaTable
@@ -59,9 +58,6 @@ TABLE_PROPERTIES = {
 
 
 #: key types whose batch range is put into the MERGE condition (see :func:`_merge`)
-_RANGED = re.compile(r"^(tinyint|smallint|int|bigint|decimal\(\d+,\d+\)|string|date|timestamp)$")
-
-
 def q(name: str) -> str:
     """Back-quote an identifier for Spark SQL."""
     return "`" + name.replace("`", "``") + "`"
@@ -252,26 +248,35 @@ def _as_table_rows(src: DataFrame, columns: dict[str, str]) -> DataFrame:
     )
 
 
+def merge_condition_sql(plan: TablePlan, columns: dict[str, str]) -> str:
+    """The MERGE condition of ``plan``'s table (target ``t``, source ``s`` with columns
+    ``_c<i>`` in ``columns`` order): the key columns equal (null-safe; every column for a table
+    without a key) and, when the batch gives one (:meth:`KeyStats.range_for`), the first key
+    column within the batch's range, so that Delta skips the files whose key range lies outside
+    it (tables written in key order, e.g. auto-increment keys). The range comes from the
+    planning aggregate: no job of its own."""
+    key = plan.key or list(columns)
+    alias = {n: f"_c{i}" for i, n in enumerate(columns)}
+    cond = " AND ".join(f"t.{q(k)} <=> s.{alias[k]}" for k in key)
+    k0 = plan.key[0] if plan.key else None
+    rng = plan.key_stats.range_for(k0, T.normalize(columns[k0])) if k0 is not None else None
+    if rng is None:
+        return cond
+    t = T.normalize(columns[k0])
+    if t.startswith("decimal"):  # the floor/ceiling may not fit the column's own precision
+        lo, hi = (f"{v}BD" for v in rng)
+    elif isinstance(rng[0], int):
+        lo, hi = (f"CAST({v} AS {t})" for v in rng)
+    else:
+        lo, hi = (f"CAST({_lit(v)} AS {t})" for v in rng)
+    return f"{cond} AND t.{q(k0)} >= {lo} AND t.{q(k0)} <= {hi}"
+
+
 def _merge(spark: SparkSession, path: str, src: DataFrame, plan: TablePlan, columns: dict[str, str], result: ApplyResult) -> None:
     key = plan.key or list(columns)
     names = list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
-    cond = F.expr(" AND ".join(f"t.{q(k)} <=> s.{alias[k]}" for k in key))
-    # One small job over the (cached) source: how many rows, and the range of the first key
-    # column, which becomes part of the condition so that Delta skips the files whose key range
-    # lies outside the batch's (tables written in key order, e.g. auto-increment keys).
-    k0 = plan.key[0] if plan.key else None
-    ranged = k0 is not None and _RANGED.match(T.normalize(columns[k0]))
-    aggs = [F.count(F.lit(1)).alias("n")]
-    if ranged:
-        c0 = F.col(alias[k0])
-        aggs += [F.min(c0).alias("lo"), F.max(c0).alias("hi"), F.count_if(c0.isNull()).alias("nulls")]
-    stats = src.agg(*aggs).first()
-    if stats["n"] == 0:
-        return
-    if ranged and stats["nulls"] == 0 and stats["lo"] is not None:
-        tk = F.col(f"t.{q(k0)}")
-        cond = cond & (tk >= F.lit(stats["lo"])) & (tk <= F.lit(stats["hi"]))
+    cond = F.expr(merge_condition_sql(plan, columns))
     wins = "(struct(s._ord._rank, s._ord.pos) > struct(CASE WHEN t._cdc_op = 'r' THEN 0 ELSE 1 END, t._cdc_position))"
     meta = {
         "_cdc_position": "s._ord.pos",

@@ -50,6 +50,63 @@ def ranked_key(rank: int, order) -> tuple:
 
 
 @dataclass
+class KeyStats:
+    """The range of the first key column's values over a table's data events (before and after
+    images), from the planning aggregate, for the MERGE condition (Delta skips the files whose
+    key range lies outside it).
+
+    names: the key column names the events were measured by (the configured key, else each
+    event's own ``primary_key``; more than one name, or none, gives no range).
+    missing: images without a value of that column. bad_num: values that are not numbers.
+    num_lo / num_hi: least and greatest value read as ``decimal(38,10)``; text_lo / text_hi:
+    as text; ts_lo / ts_hi: as timestamps, in text ``yyyy-MM-dd HH:mm:ss.SSSSSS`` (None where no
+    value reads so).
+    """
+
+    names: set = field(default_factory=set)
+    missing: int = 0
+    bad_num: int = 0
+    bad_ts: int = 0
+    num_lo: Decimal | None = None
+    num_hi: Decimal | None = None
+    text_lo: str | None = None
+    text_hi: str | None = None
+    ts_lo: str | None = None
+    ts_hi: str | None = None
+
+    def add(self, r: dict) -> None:
+        """Fold in one aggregate row's ``k_*`` fields."""
+        if r.get("k_name_lo") is not None:
+            self.names.update({r["k_name_lo"], r["k_name_hi"]})
+        self.missing += r.get("k_missing") or 0
+        self.bad_num += r.get("k_bad_num") or 0
+        self.bad_ts += r.get("k_bad_ts") or 0
+        for f, pick in (("num_lo", min), ("num_hi", max), ("text_lo", min), ("text_hi", max), ("ts_lo", min), ("ts_hi", max)):
+            v = r.get("k_" + f)
+            if v is not None:
+                cur = getattr(self, f)
+                setattr(self, f, v if cur is None else pick(cur, v))
+
+    def range_for(self, column: str, spark_type: str) -> tuple | None:
+        """``(lo, hi)`` bounding ``column`` (of ``spark_type``) over the batch: ints for integer
+        and decimal columns (the floor and ceiling), text for string, date and timestamp
+        columns (to be cast to the column's type), or None when the batch gives no safe range (no value, a missing value, another key name,
+        values that do not read as the type, a type without a reliable order here)."""
+        if self.names != {column} or self.missing:
+            return None
+        t = spark_type.lower().replace(" ", "")
+        if t in ("tinyint", "smallint", "int", "bigint") or t.startswith("decimal"):
+            if self.bad_num or self.num_lo is None:
+                return None
+            return (int(self.num_lo.to_integral_value(rounding="ROUND_FLOOR")), int(self.num_hi.to_integral_value(rounding="ROUND_CEILING")))
+        if t == "string":
+            return None if self.text_lo is None else (self.text_lo, self.text_hi)
+        if t in ("date", "timestamp"):
+            return None if self.bad_ts or self.ts_lo is None else (self.ts_lo, self.ts_hi)
+        return None
+
+
+@dataclass
 class TablePlan:
     """What one batch does to one target table.
 
@@ -80,6 +137,7 @@ class TablePlan:
     min_data: tuple[int, Order] | None = None
     max_delete: Order | None = None
     ddl: list[tuple[list, str, str]] = field(default_factory=list)
+    key_stats: "KeyStats" = field(default_factory=lambda: KeyStats())
 
     @property
     def name(self) -> str:
@@ -110,17 +168,41 @@ class BatchPlan:
 
     tables: list[TablePlan]
     progress: list[SourceProgress]
+    #: per error code (None: decoded records), ``(records, events)``; filled only when the
+    #: plan was made over records (:func:`plan_batch` with ``records``)
+    records: dict[str | None, tuple[int, int]] = field(default_factory=dict)
 
 
-def summarize(events: DataFrame) -> list:
+def configured_key_sql(primary_keys: dict[str, list[str]] | None) -> str:
+    """SQL over an event: the first configured key column of its table (the names
+    :func:`_choose_key` looks up: qualified name, ``database.table``, bare table), else NULL."""
+    firsts = {n: k[0] for n, k in (primary_keys or {}).items() if k}
+    if not firsts:
+        return "cast(null as string)"
+    m = "map(" + ", ".join(f"{_sql_str(n)}, {_sql_str(k)}" for n, k in firsts.items()) + ")"
+    qual = "concat_ws('.', nullif(database, ''), nullif(schema, ''), table)"
+    return (f"coalesce(try_element_at({m}, {qual}), "
+            f"case when nullif(database, '') is not null then try_element_at({m}, concat(database, '.', table)) end, "
+            f"try_element_at({m}, table))")
+
+
+def _sql_str(s: str) -> str:
+    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def summarize(events: DataFrame, primary_keys: dict[str, list[str]] | None = None, records: bool = False) -> list:
     """Run the batch's one planning aggregate over ``events`` (EVENT_SCHEMA); returns its rows
-    (see the module docstring; ``by_table`` is 1 on rows of the set ``table``, 0 on rows of ``source``)."""
+    (see the module docstring; ``by_table`` is 1 on rows of the set ``table``, 0 on rows of ``source``).
+    ``primary_keys`` (as for :func:`plan_batch`) names the key column whose range is measured
+    (:class:`KeyStats`). ``records``: see :func:`plan_batch`."""
     is_data = F.col("kind") == "data"
     tabled = F.col("table").isNotNull() & F.col("kind").isin("data", "ddl")
     op = F.col("op")
     order = F.col("position.order")
     rank = F.when(op == "r", 0).otherwise(1)
+    has_event = F.col("kind").isNotNull()
     df = events.select(
+        *(["error_code", "pos"] if records else []),
         "database",
         "schema",
         "table",
@@ -133,14 +215,24 @@ def summarize(events: DataFrame) -> list:
         "before",
         "after",
         "ddl",
-        F.coalesce(
-            F.col("source_record.file"),
-            F.concat_ws(":", F.col("source_record.topic"), F.col("source_record.partition").cast("string")),
+        F.when(
+            has_event,
+            F.coalesce(
+                F.col("source_record.file"),
+                F.concat_ws(":", F.col("source_record.topic"), F.col("source_record.partition").cast("string")),
+            ),
         ).alias("source"),
         F.when(tabled, F.col("columns")).alias("cols"),
         F.when(is_data & F.col("table").isNotNull(), F.map_keys(F.coalesce("after", "before"))).alias("keys"),
         rank.alias("rank"),
+        F.expr(f"coalesce({configured_key_sql(primary_keys)}, primary_key[0])").alias("k_name"),
     )
+    kv = F.expr("try_element_at(after, k_name)")
+    kb = F.expr("try_element_at(before, k_name)")
+    keyed = tabled & is_data & (op != "t") & F.col("k_name").isNotNull()
+    dec = lambda c: F.expr(f"try_cast({c} as decimal(38,10))")  # noqa: E731
+    ts = lambda c: F.expr(f"try_cast({c} as timestamp)")  # noqa: E731
+    kv_s, kb_s = "try_element_at(after, k_name)", "try_element_at(before, k_name)"
     count = lambda cond: F.count_if(cond & tabled)  # noqa: E731
     half = is_data & (op == "u") & F.col("present").isNull() & (F.col("before").isNull() != F.col("after").isNull())
     aggs = [
@@ -162,26 +254,46 @@ def summarize(events: DataFrame) -> list:
         F.max("event_time_ms").alias("last_event_time_ms"),
         F.max(F.when(F.col("kind") == "heartbeat", F.col("event_time_ms"))).alias("last_heartbeat_ms"),
         F.grouping("source").alias("by_table"),
+        F.min(F.when(keyed, F.col("k_name"))).alias("k_name_lo"),
+        F.max(F.when(keyed, F.col("k_name"))).alias("k_name_hi"),
+        F.count_if(tabled & is_data & (op != "t") & (F.col("k_name").isNull()
+                   | (F.col("after").isNotNull() & kv.isNull()) | (F.col("before").isNotNull() & kb.isNull()))).alias("k_missing"),
+        F.count_if(keyed & ((kv.isNotNull() & dec(kv_s).isNull()) | (kb.isNotNull() & dec(kb_s).isNull()))).alias("k_bad_num"),
+        F.count_if(keyed & ((kv.isNotNull() & ts(kv_s).isNull()) | (kb.isNotNull() & ts(kb_s).isNull()))).alias("k_bad_ts"),
+        F.min(F.when(keyed, F.least(dec(kv_s), dec(kb_s)))).alias("k_num_lo"),
+        F.max(F.when(keyed, F.greatest(dec(kv_s), dec(kb_s)))).alias("k_num_hi"),
+        F.min(F.when(keyed, F.least(kv, kb))).alias("k_text_lo"),
+        F.max(F.when(keyed, F.greatest(kv, kb))).alias("k_text_hi"),
+        # timestamps reach the driver as text (session time zone), not as Python datetimes
+        F.date_format(F.min(F.when(keyed, F.least(ts(kv_s), ts(kb_s)))), "yyyy-MM-dd HH:mm:ss.SSSSSS").alias("k_ts_lo"),
+        F.date_format(F.max(F.when(keyed, F.greatest(ts(kv_s), ts(kb_s)))), "yyyy-MM-dd HH:mm:ss.SSSSSS").alias("k_ts_hi"),
     ]
     ident = [F.col("database"), F.col("schema"), F.col("table")]
-    grouped = df.groupingSets(
-        [[*ident, F.col("cols"), F.col("keys")], [F.col("source"), *ident]],
-        F.col("source"),
-        *ident,
-        F.col("cols"),
-        F.col("keys"),
-    )
-    return grouped.agg(*aggs).collect()
+    sets = [[*ident, F.col("cols"), F.col("keys")], [F.col("source"), *ident]]
+    by = [F.col("source"), *ident, F.col("cols"), F.col("keys")]
+    if records:
+        sets.append([F.col("error_code")])
+        by.append(F.col("error_code"))
+        aggs += [
+            F.count_if(F.col("pos").isNull() | (F.col("pos") == 0)).alias("n_records"),
+            F.count("kind").alias("n_events"),
+            F.grouping("error_code").alias("by_code"),
+        ]
+    return df.groupingSets(sets, *by).agg(*aggs).collect()
 
 
-def plan_batch(events: DataFrame, primary_keys: dict[str, list[str]] | None = None) -> BatchPlan:
+def plan_batch(events: DataFrame, primary_keys: dict[str, list[str]] | None = None, records: bool = False) -> BatchPlan:
     """Summarise ``events`` (EVENT_SCHEMA rows) per target table and per source.
 
     ``primary_keys`` maps a qualified name (``db.table``, ``db.schema.table``) or a bare table
     name to key columns (from ``--primary-key``); it wins over the key a message states.
+    ``records``: ``events`` are a batch's records flattened (EVENT_SCHEMA's columns, null where a
+    record has no event, plus ``error_code`` and ``pos``, the event's index in its record, null
+    for a record without events): the same aggregate then also counts records and events per
+    error code (:attr:`BatchPlan.records`), so that a batch needs no counting job of its own.
     Runs one aggregation (:func:`summarize`); the rest is :func:`build_plan`.
     """
-    return build_plan([r.asDict(recursive=False) for r in summarize(events)], primary_keys)
+    return build_plan([r.asDict(recursive=False) for r in summarize(events, primary_keys, records)], primary_keys)
 
 
 def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = None) -> BatchPlan:
@@ -200,9 +312,15 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
     pk_best: dict[tuple, tuple] = {}
     progress: list[SourceProgress] = []
     by_source: dict[str | None, list[dict]] = {}
+    records: dict[str | None, tuple[int, int]] = {}
     for r in rows:
+        if r.get("by_code", 1) == 0:  # set ``error_code``: record and event counts
+            records[r["error_code"]] = (int(r["n_records"]), int(r["n_events"]))
+            continue
         k = (r["database"], r["schema"], r["table"])
         if not r["by_table"]:  # set ``source``
+            if r["source"] is None:  # the records without events
+                continue
             name = qualified_name(*k) if r["table"] is not None else None
             sp = SourceProgress(
                 r["source"],
@@ -226,6 +344,7 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
         for o in "cudrt":
             p.counts[o] += r[f"n_{o}"]
         p.partial = p.partial or r["partial"] > 0
+        p.key_stats.add(r)
         p.halves += r["halves"]
         if r["pk"] is not None:
             cand = (order_key(r["pk_order"]), list(r["pk"]))
@@ -282,7 +401,7 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
                 max(beats) if beats else None,
             )
         )
-    return BatchPlan(sorted(plans.values(), key=lambda p: p.name), progress)
+    return BatchPlan(sorted(plans.values(), key=lambda p: p.name), progress, records)
 
 
 def _first_seen(firsts: dict, name: str, at: tuple) -> None:

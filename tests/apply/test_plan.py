@@ -124,3 +124,34 @@ def test_ddl_rows_sorted_by_position_and_events_without_table_ignored():
     [p] = build_plan(rows).tables
     assert [d[2] for d in p.ddl] == ["ALTER 1", "ALTER 2"]
     assert not p.has_changes
+
+
+def test_key_range_is_given_only_when_every_event_has_a_value_of_the_one_key():
+    from cdclake.apply.plan import KeyStats
+
+    rows = [
+        {"k_name_lo": "id", "k_name_hi": "id", "k_missing": 0, "k_bad_num": 0, "k_bad_ts": 3,
+         "k_num_lo": Decimal("7"), "k_num_hi": Decimal("20.5"), "k_text_lo": "20.5", "k_text_hi": "7"},
+        {"k_name_lo": "id", "k_name_hi": "id", "k_missing": 0, "k_bad_num": 0, "k_bad_ts": 1,
+         "k_num_lo": Decimal("-3.25"), "k_num_hi": Decimal("4"), "k_text_lo": "-3.25", "k_text_hi": "4"},
+    ]
+    ks = KeyStats()
+    for r in rows:
+        ks.add(r)
+    assert ks.range_for("id", "bigint") == (-4, 21)  # floor and ceiling: a superset of the values
+    assert ks.range_for("id", "decimal(10,2)") == (-4, 21)
+    assert ks.range_for("id", "string") == ("-3.25", "7")
+    assert ks.range_for("id", "timestamp") is None  # values that are not timestamps
+    assert ks.range_for("id", "double") is None  # no range for floating point keys
+    assert ks.range_for("other", "bigint") is None  # measured on another column
+    two = KeyStats()
+    two.add(rows[0])
+    two.add({**rows[1], "k_name_lo": "code"})
+    assert two.range_for("id", "bigint") is None  # two key names in one batch
+    gap = KeyStats()
+    gap.add({**rows[0], "k_missing": 1})
+    assert gap.range_for("id", "bigint") is None  # an image without the key's value
+    dates = KeyStats()
+    dates.add({"k_name_lo": "d", "k_name_hi": "d", "k_ts_lo": "2024-01-02 00:00:00.000000", "k_ts_hi": "2024-03-01 00:00:00.000000"})
+    assert dates.range_for("d", "date") == ("2024-01-02 00:00:00.000000", "2024-03-01 00:00:00.000000")
+    assert KeyStats().range_for("id", "bigint") is None  # no event measured

@@ -191,3 +191,20 @@ def test_key_change_then_older_insert_in_a_later_batch(spark, tmp_path):
     apply(spark, tmp_path, [ev("c", 3, row(1, "a")), ev("c", 3, row(1, "a"), **nokey)])
     assert table(spark, tmp_path) == [(5, "a", None)]
     assert table(spark, tmp_path, "db.n") == [(1, "a2", None)]
+
+
+def test_merge_condition_carries_the_batch_key_range(spark):
+    # the range of the first key column over before and after images, measured by the planning
+    # aggregate; the key configured (--primary-key) for events that carry none
+    from cdclake.apply.delta_table import merge_condition_sql
+    from cdclake.apply.plan import plan_batch
+
+    events = [ev("u", 20, row(7, "x"), row(2, "y"), key=None), ev("c", 21, row(5, "z"), key=None), ev("d", 22, before=row(-3, "w"), key=None)]
+    (p,) = plan_batch(spark.createDataFrame(events, EVENT_SCHEMA), {"t": ["id"]}).tables
+    assert p.key == ["id"]
+    cols = {"id": "int", "name": "string", "amount": "decimal(10,2)"}
+    assert merge_condition_sql(p, cols) == "t.`id` <=> s._c0 AND t.`id` >= CAST(-3 AS int) AND t.`id` <= CAST(7 AS int)"
+    assert merge_condition_sql(p, {**cols, "id": "decimal(3,1)"}).endswith("t.`id` >= -3BD AND t.`id` <= 7BD")
+    # an event without the key's value: no range
+    (p,) = plan_batch(spark.createDataFrame([*events, ev("c", 23, {"name": "v"})], EVENT_SCHEMA)).tables
+    assert merge_condition_sql(p, cols) == "t.`id` <=> s._c0"

@@ -1,0 +1,58 @@
+"""The progress table's driver-side merge (cdclake.apply.audit.merge_progress), without Spark:
+the rules the earlier Delta MERGE applied, row by row."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from cdclake.apply.audit import PROGRESS_FIELDS, merge_progress
+
+
+def row(source, table, **kw):
+    r = dict.fromkeys(PROGRESS_FIELDS)
+    r.update(source=source, table=table, **kw)
+    return r
+
+
+def d(*xs):
+    return [Decimal(x) for x in xs]
+
+
+def test_matched_rows_keep_the_greatest_and_newest_values():
+    old = [
+        row("f1", "db.t", last_position=d(5, 2), last_position_text="5:2", last_event_time_ms=50, updated_at_ms=1),
+        row(None, "db.t", last_position=d(5, 2), last_position_text="5:2", last_event_time_ms=50, delete_position=d(4),
+            truncate_position=d(3), truncate_position_text="3", rows=10, updated_at_ms=1),
+        row("f0", None, last_position=d(1), last_position_text="1", last_heartbeat_ms=7, updated_at_ms=1),
+    ]
+    new = [
+        # an older position arrives later (re-delivery): the position stays, the time still moves
+        row("f1", "db.t", last_position=d(5, 1), last_position_text="5:1", last_event_time_ms=60, updated_at_ms=100),
+        row(None, "db.t", last_position=d(6), last_position_text="6", last_event_time_ms=40, delete_position=d(3, 9),
+            truncate_position=d(2), truncate_position_text="2", rows=None, updated_at_ms=100),
+        row("f2", None, last_position=d(9), last_position_text="9", last_heartbeat_ms=3, updated_at_ms=100),
+    ]
+    got = {(r["source"], r["table"]): r for r in merge_progress(old, new)}
+    assert set(got) == {("f1", "db.t"), (None, "db.t"), ("f0", None), ("f2", None)}
+    f1 = got[("f1", "db.t")]
+    assert (f1["last_position"], f1["last_position_text"], f1["last_event_time_ms"]) == (d(5, 2), "5:2", 60)
+    assert (f1["updated_at_ms"], f1["lag_ms"]) == (100, 40)
+    t = got[(None, "db.t")]
+    assert (t["last_position"], t["last_position_text"]) == (d(6), "6")
+    assert t["last_event_time_ms"] == 50 and t["lag_ms"] == 50
+    assert t["delete_position"] == d(4)  # [4] > [3, 9]: compared element by element
+    assert (t["truncate_position"], t["truncate_position_text"]) == (d(3), "3")  # the older truncate loses
+    assert t["rows"] == 10  # a batch without a row count keeps the old one
+    assert got[("f0", None)] == old[2]  # untouched
+    assert got[("f2", None)] == new[2]  # inserted as it is
+
+
+def test_null_old_position_and_newer_truncate_take_the_batch_values():
+    old = [row(None, "db.t", rows=3, updated_at_ms=1)]
+    new = [row(None, "db.t", last_position=d(1, 0), last_position_text="1:0", truncate_position=d(1), truncate_position_text="1",
+               delete_position=d(1, 0), rows=0, updated_at_ms=2)]
+    (t,) = merge_progress(old, new)
+    assert (t["last_position"], t["truncate_position"], t["delete_position"], t["rows"]) == (d(1, 0), d(1), d(1, 0), 0)
+    assert t["lag_ms"] is None  # no event time on either side
+    # the inputs are not modified
+    assert old[0]["last_position"] is None and old[0]["rows"] == 3
