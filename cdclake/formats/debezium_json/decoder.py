@@ -206,9 +206,17 @@ _ID_SPLIT = r"""'\\.(?=(?:[^"]*"[^"]*")*[^"]*$)'"""
 _NULL_STRINGS = "cast(null as array<string>)"
 
 #: what a data record's signature is hashed from: its Connect schema text (NULL without the
-#: envelope) and its images' keys
-SIG_PARTS = ["sig_schema", "map_keys(after_m)", "map_keys(before_m)"]
+#: envelope) and its images' keys; then the per-image and per-schema signatures it implies
+SIG_PARTS = ["sig_schema", "map_keys(after_m)", "map_keys(before_m)", "sig_a", "sig_b", "sig_s"]
 _SIG = "xxhash64(sig_schema, coalesce(size(map_keys(after_m)), -1), map_keys(after_m), coalesce(size(map_keys(before_m)), -1), map_keys(before_m))"
+#: A typed image depends on the Connect schema and that image's keys only, and the events'
+#: ``columns`` on the schema only: with a schema, each image's CASE is over the distinct
+#: (schema, image keys) of the batch (``sig_a``/``sig_b``) and ``columns`` over the distinct
+#: schemas (``sig_s``), not over every (schema, after keys, before keys): an insert, an update
+#: and a delete of one schema share their branches (a third of the CASE branches). Without a
+#: schema (types inferred from both images' values) they are the record's signature.
+_IMAGE_SIG = "case when {m} is null then null when sig_schema is not null then xxhash64({tag}, sig_schema, coalesce(size(map_keys({m})), -1), map_keys({m})) else sig end"
+_SCHEMA_SIG = "case when sig is null then null when sig_schema is not null then xxhash64(3, sig_schema) else sig end"
 
 
 def _let(expr: str, var: str, body: str) -> str:
@@ -235,6 +243,7 @@ class _Plan:
     declared: list[dict] | None  # Connect schema columns; None: inferred from the value kinds
     names: dict  # image -> column names
     pos: dict  # image -> index of each column's value in the image's values
+    ids: dict  # image (``a``, ``b``) or ``s`` (schema) -> its signature (None: no such image)
 
     @property
     def inferred(self) -> bool:
@@ -325,7 +334,8 @@ class _Plan:
         return "array(" + ", ".join(out) + ")" if out else "cast(array() as array<string>)"
 
     def image_sig(self, img: str) -> Sig:
-        """The typed image's :class:`Sig`: one conversion template per column."""
+        """The typed image's :class:`Sig` (id: the image's signature): one conversion template
+        per column."""
         conv = []
         for i, n in enumerate(self.names[img]):
             if self.inferred:
@@ -334,7 +344,7 @@ class _Plan:
                 col = self.col(n)
                 pre = f"uns_{img}[{i}]" if col is not None and col["kind"] in connect.HEX_KINDS else None
                 conv.append(connect.wire_sql(col, pre))
-        return Sig(self.id, tuple(self.names[img]), tuple(conv))
+        return Sig(self.ids[img], tuple(self.names[img]), tuple(conv))
 
     def raw(self, img: str, i: int) -> str:
         """SQL: the raw text of a column; a MySQL zero date in a date/timestamp column reads as
@@ -356,17 +366,35 @@ def _plan(row) -> _Plan:
     names, pos = {}, {}
     names["a"], pos["a"] = _layout(p["p1"])
     names["b"], pos["b"] = _layout(p["p2"])
-    return _Plan(row["sig"], connect.connect_columns(p["p0"]), names, pos)
+    return _Plan(row["sig"], connect.connect_columns(p["p0"]), names, pos, {"a": p["p3"], "b": p["p4"], "s": p["p5"]})
 
 
-def _arrays(df: DataFrame, plans: list[_Plan], cols: dict[str, callable]) -> DataFrame:
-    """Add one ``array<string>`` column per entry of ``cols`` (name -> per-plan SQL or None),
-    a CASE over the signatures; NULL for signatures without one."""
-    exprs = []
-    for name, fn in cols.items():
-        have = [p for p in plans if fn(p) is not None]
-        exprs.append(f"{sig_case('sig', have, fn, _NULL_STRINGS) if have else _NULL_STRINGS} as {name}")
-    return df.selectExpr("*", *exprs)
+class _By:
+    """Plans keyed by one of their signatures (``sig``: the record's; ``a``/``b``/``s``: an
+    image's or the schema's), one plan per distinct value: the plans sharing it agree on what
+    that signature fixes."""
+
+    def __init__(self, plans: list[_Plan], which: str) -> None:
+        self.which = which
+        self.column = "sig" if which == "sig" else f"sig_{which}"
+        self.plans: dict[int, _Plan] = {}
+        for p in plans:
+            k = p.id if which == "sig" else p.ids[which]
+            if k is not None:
+                self.plans.setdefault(k, p)
+
+    def case(self, fn, default: str) -> str:
+        """SQL: CASE over this signature of ``fn(plan)`` (plans where it is None left out)."""
+        have = [(k, p) for k, p in self.plans.items() if fn(p) is not None]
+        if not have:
+            return default
+        return "(case " + self.column + " " + " ".join(f"when {k} then {fn(p)}" for k, p in have) + f" else {default} end)"
+
+
+def _arrays(df: DataFrame, cols: dict[str, tuple[_By, callable]]) -> DataFrame:
+    """Add one ``array<string>`` column per entry of ``cols`` (name -> (plans by a signature,
+    per-plan SQL or None)): a CASE over that signature; NULL for signatures without one."""
+    return df.selectExpr("*", *[f"{by.case(fn, _NULL_STRINGS)} as {name}" for name, (by, fn) in cols.items()])
 
 
 def _ddl_spark_type_sql(c: str) -> str:
@@ -489,10 +517,16 @@ class DebeziumJsonDecoder(Decoder):
         )
         df = df.selectExpr("*", "case when rt = 'data' and env then schema_txt end as sig_schema")
         df = df.selectExpr("*", f"case when rt = 'data' then {_SIG} end as sig")
+        df = df.selectExpr(
+            "*",
+            f"case when sig is not null then {_IMAGE_SIG.format(m='after_m', tag=1)} end as sig_a",
+            f"case when sig is not null then {_IMAGE_SIG.format(m='before_m', tag=2)} end as sig_b",
+            f"{_SCHEMA_SIG} as sig_s",
+        )
         keep = [
             "source_record", "key", "value", "parse_error", "parse_message", "rt", "env", "fb", "b", "ts", "event_time",
             "ddl_text", "tc", "db_name", "schema_name", "after_m", "before_m", "after_p", "before_p", "fb_after",
-            "fb_before", "sig_schema", "sig",
+            "fb_before", "sig_schema", "sig", "sig_a", "sig_b", "sig_s",
         ]
         df = persist_stage(df.select(*keep))
 
@@ -511,24 +545,28 @@ class DebeziumJsonDecoder(Decoder):
                                else from_json(cast(value as string), '{KIND_BARE}') end)"""
         df = df.selectExpr("*", f"case when {need} then {kind_parse} end as kv")
         df = df.selectExpr("*", "map_values(kv.after) as kv_a", "map_values(kv.before) as kv_b")
-        df = _arrays(df, plans, {
-            "hex_a": lambda p: p.hex_array("a"), "hex_b": lambda p: p.hex_array("b"),
-            "kk_a": lambda p: p.kinds_array("a"), "kk_b": lambda p: p.kinds_array("b"),
+        by = {w: _By(plans, w) for w in ("sig", "a", "b", "s")}
+        df = _arrays(df, {
+            "hex_a": (by["a"], lambda p: p.hex_array("a")), "hex_b": (by["b"], lambda p: p.hex_array("b")),
+            "kk_a": (by["sig"], lambda p: p.kinds_array("a")), "kk_b": (by["sig"], lambda p: p.kinds_array("b")),
         })
-        df = _arrays(df, plans, {
-            "uns_a": lambda p: p.unscaled_array("a"), "uns_b": lambda p: p.unscaled_array("b"),
-            "icls": lambda p: p.class_array(),
+        df = _arrays(df, {
+            "uns_a": (by["a"], lambda p: p.unscaled_array("a")), "uns_b": (by["b"], lambda p: p.unscaled_array("b")),
+            "icls": (by["sig"], lambda p: p.class_array()),
         })
-        by_id = {p.id: p for p in plans}
-        df = add_typed_image(df, "sig", [p.image_sig("a") for p in plans], "after_img", lambda s, i: by_id[s.id].raw("a", i), "after_m is not null")
-        df = add_typed_image(df, "sig", [p.image_sig("b") for p in plans], "before_img", lambda s, i: by_id[s.id].raw("b", i), "before_m is not null")
+        for img, out in (("a", "after_img"), ("b", "before_img")):
+            one = by[img].plans
+            df = add_typed_image(
+                df, f"sig_{img}", [p.image_sig(img) for p in one.values()], out,
+                lambda s, i, img=img, one=one: one[s.id].raw(img, i), f"{'after' if img == 'a' else 'before'}_m is not null",
+            )
         # an image the kinds parse could not read (nested duplicate keys): as unreadable as before
         kv_bad = sig_case("sig", inferred, lambda p: "((after_m is not null and kv.after is null) or (before_m is not null and kv.before is null))", "false")
         df = df.selectExpr(
             "*",
             "array_distinct(concat(before_img_bad, after_img_bad)) as bad_cols",
             f"{kv_bad} as kv_bad",
-            f"{sig_case('sig', plans, _Plan.columns, columns_literal(None))} as cols",
+            f"{by['s'].case(_Plan.columns, columns_literal(None))} as cols",
             "b.source as src",
         )
 
