@@ -9,6 +9,9 @@ timestamp cdclake writes is UTC.
 Environment:
     CDCLAKE_JARS_DIR   folder of jars to hand to Spark (default: ``<repo>/.jars/spark``)
     CDCLAKE_SPARK_MASTER   master URL used when none is passed (default ``local[*]``)
+    CDCLAKE_DRIVER_MEMORY  ``spark.driver.memory`` in local mode (default ``6g``)
+    CDCLAKE_SPARK_CONF     more Spark settings, ``key=value`` pairs separated by white space
+                           (applied after cdclake's own, before ``conf``)
 """
 
 from __future__ import annotations
@@ -41,6 +44,21 @@ def spark_jars() -> list[str]:
             f"no Delta jars in {jars_dir()}: run bin/setup (it fetches them from Maven Central)",
         )
     return found
+
+
+def env_conf() -> dict[str, str]:
+    """Spark settings from ``$CDCLAKE_SPARK_CONF`` (``key=value`` pairs separated by white space).
+
+    Raises:
+        CdclakeError(BAD_OPTION): a pair without ``=``.
+    """
+    out = {}
+    for pair in os.environ.get("CDCLAKE_SPARK_CONF", "").split():
+        key, eq, value = pair.partition("=")
+        if not eq or not key:
+            raise CdclakeError("BAD_OPTION", f"CDCLAKE_SPARK_CONF: expected key=value, got {pair!r}")
+        out[key] = value
+    return out
 
 
 def get_spark(master: str | None = None, app_name: str = "cdclake", conf: dict | None = None):
@@ -95,7 +113,7 @@ def get_spark(master: str | None = None, app_name: str = "cdclake", conf: dict |
         .config("spark.sql.optimizer.excludedRules", "org.apache.spark.sql.catalyst.optimizer.InferFiltersFromGenerate")
         .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=WARN")
     )
-    for key, value in (conf or {}).items():
+    for key, value in {**env_conf(), **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -140,8 +140,9 @@ def decode_paths(spark, fmt: str, paths: list[Path], **options) -> tuple[list[di
 
 
 def decode_files(spark, fmt: str, paths: list[Path], **options) -> dict[Path, tuple[list[dict], list]]:
-    """Decode files of ``fmt`` in one Spark job: per path (its events after update-half pairing,
-    sorted by position then input line; its reject rows). File names must be distinct."""
+    """Decode files of ``fmt`` in one Spark job: per path (its events after update-half pairing
+    within the file, sorted by position then input line; its reject rows). File names must be
+    distinct."""
     paths = [Path(p) for p in paths]
     names = {p.name: p for p in paths}
     assert len(names) == len(paths), "decode_files needs distinct file names"
@@ -151,7 +152,11 @@ def decode_files(spark, fmt: str, paths: list[Path], **options) -> dict[Path, tu
     try:
         rejects = decoded.where(F.col("error_code").isNotNull()).collect()
         events = decoded.where(F.col("error_code").isNull()).select(F.explode("events").alias("e")).select("e.*")
-        rows = pair_update_halves(events).collect()
+        # update halves pair within their file only (files of one call may hold the same tables
+        # and positions): the file rides in ``format`` while pairing
+        sep = "\u0001"
+        tagged = events.withColumn("format", F.concat_ws(sep, "format", F.col("source_record.file")))
+        rows = pair_update_halves(tagged).withColumn("format", F.substring_index("format", sep, 1)).collect()
     finally:
         decoded.unpersist()
     out: dict[Path, tuple[list[dict], list]] = {p: ([], []) for p in names.values()}

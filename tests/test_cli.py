@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 
 from cdclake.cli import main
 from tests.conftest import REPO, fixture_path
@@ -64,3 +65,15 @@ def test_ingest_prints_summary_and_exits_zero_with_rejects(spark, capsys, tmp_pa
 def test_formats_table(capsys):
     code, out, _ = run(["formats"], capsys)
     assert code == 0 and "canal-json" in out and "dataworks-json" in out
+
+
+def test_spark_settings_from_the_environment(monkeypatch):
+    from cdclake.errors import CdclakeError
+    from cdclake.spark import env_conf
+
+    monkeypatch.setenv("CDCLAKE_SPARK_CONF", " spark.a=1\n spark.b=x=y ")
+    assert env_conf() == {"spark.a": "1", "spark.b": "x=y"}
+    monkeypatch.setenv("CDCLAKE_SPARK_CONF", "spark.a")
+    with pytest.raises(CdclakeError) as e:
+        env_conf()
+    assert e.value.code == "BAD_OPTION"

@@ -1,23 +1,31 @@
 """``cdclake convert`` and ``cdclake simulate``: every format into every format.
 
 For each source format F a seeded workload is written in F (``cdclake simulate``), converted
-into each format G (``cdclake convert``), and the G file decoded: its events must be what G
-carries of the events F's decoder gives (``G.carried(e)`` for each decoded F event, in order).
+into each format G, and the G file decoded: its events must be what G carries of the events F's
+decoder gives (``G.carried(e)`` for each decoded F event, in order).
+
+Spark work is batched (each job costs seconds here): each F file is decoded once; one pair per
+source and per destination goes through ``cdclake convert`` itself (F -> the next format in
+:data:`FORMATS`, so every format is converted from and into once); the other pairs are encoded
+from F's decoded events as ``convert`` encodes them (``known_types``, commit order: decode order
+is position then line, as ``convert`` sorts), and the G files of all sources whose decoders give
+the same keys are decoded in one job.
 """
 
 from __future__ import annotations
 
 import json
 import traceback
+from pathlib import Path
 
 import pytest
 
 from cdclake import formats
 from cdclake.cli import main
-from cdclake.convert import convert, simulate
+from cdclake.convert import SUFFIX, convert, simulate
 from cdclake.formats.encoding import known_types
 from cdclake.model import qualified_name
-from tests.roundtrip import comparable, decode_paths, floats_as_numbers
+from tests.roundtrip import comparable, decode_files, decode_paths, floats_as_numbers
 
 FORMATS = [d.name for d in formats.all_decoders()]
 
@@ -44,16 +52,64 @@ def differences(got: list[dict], want: list[dict], limit: int = 3) -> str:
     return "\n".join(out)
 
 
-def check_pair(spark, source: str, path: str, decoded_source: list[dict], dest: str, folder) -> str:
-    """Convert ``path`` (format ``source``) into ``dest`` and decode the result: '' when the
-    events are what ``dest`` carries of ``decoded_source``, else what differs."""
-    # formats without keys on the wire (SharePlex, TUPLE) are read with the keys configured,
-    # as a user would (--primary-key): the keys the source's decoder gives
-    keys = {qualified_name(e["database"], e["schema"], e["table"]): e["primary_key"] for e in decoded_source if e["table"] and e["primary_key"]}
-    s = convert(spark, source, [path], dest, str(folder) + "/")
-    if (s.records_in, s.rejected) != (s.decoded, 0) or s.events != len(decoded_source):
-        return f"convert: {s}"
-    got, rejects = decode_paths(spark, dest, [s.output], primary_keys=keys)
+def keys_of(decoded_source: list[dict]) -> dict[str, list[str]]:
+    """Formats without keys on the wire (SharePlex, TUPLE) are read with the keys configured,
+    as a user would (--primary-key): the keys the source's decoder gives."""
+    return {qualified_name(e["database"], e["schema"], e["table"]): e["primary_key"] for e in decoded_source if e["table"] and e["primary_key"]}
+
+
+def real_convert_target(source: str) -> str:
+    """The destination ``source`` goes to through ``cdclake convert`` itself."""
+    return FORMATS[(FORMATS.index(source) + 1) % len(FORMATS)]
+
+
+@pytest.fixture(scope="module")
+def conversions(spark, sources, tmp_path_factory):
+    """Every (source, destination) pair converted and decoded: ``{pair: (decoded source events,
+    decoded destination events, destination rejects)}``, or ``{pair: error text}``."""
+    folder = tmp_path_factory.mktemp("converted")
+    decoded = {f: decode_paths(spark, f, [sources[f]]) for f in FORMATS}
+    out: dict[tuple[str, str], object] = {}
+    # destination files grouped by (format, the keys their source's decoder gives), decoded
+    # together with those keys configured
+    files: dict[tuple[str, str], dict[tuple[str, str], Path]] = {}
+    for f in FORMATS:
+        events, rejects = decoded[f]
+        if rejects or not events:
+            for g in FORMATS:
+                out[(f, g)] = f"decoding the {f} source: {len(rejects)} rejects, {len(events)} events"
+            continue
+        keys = json.dumps(keys_of(events), sort_keys=True)
+        for g in FORMATS:
+            path = folder / f"{f}-to-{g}{SUFFIX[formats.get_encoder(g).file_kind]}"
+            try:
+                if g == real_convert_target(f):
+                    s = convert(spark, f, [sources[f]], g, str(path))
+                    if (s.records_in, s.rejected) != (s.decoded, 0) or s.events != len(events):
+                        out[(f, g)] = f"convert: {s}"
+                        continue
+                else:
+                    encoder = formats.get_encoder(g)
+                    encoder.write(encoder.encode(known_types(e) for e in events), path)
+                files.setdefault((g, keys), {})[(f, g)] = path
+            except Exception as e:  # noqa: BLE001 -- report every pair, not only the first that raises
+                out[(f, g)] = f"raised {type(e).__name__}: {e}\n" + "".join(traceback.format_tb(e.__traceback__)[-3:])
+    for (g, keys), paths in files.items():
+        try:
+            by_file = decode_files(spark, g, list(paths.values()), primary_keys=json.loads(keys))
+        except Exception as e:  # noqa: BLE001
+            for pair in paths:
+                out[pair] = f"decoding {g} raised {type(e).__name__}: {e}"
+            continue
+        for pair, path in paths.items():
+            out[pair] = (decoded[pair[0]][0], *by_file[path])
+    return out
+
+
+def check_pair(got: list[dict], rejects: list, decoded_source: list[dict], dest: str) -> str:
+    """'' when ``got`` (the ``dest`` file's events) is what ``dest`` carries of
+    ``decoded_source``, else what differs."""
+    keys = keys_of(decoded_source)
     if rejects:
         return f"decoding {dest} rejected {len(rejects)}: {[(r.error_code, r.error_message) for r in rejects[:3]]}"
     decoded_source = [known_types(e) for e in decoded_source]  # as convert hands them over
@@ -82,13 +138,17 @@ def check_pair(spark, source: str, path: str, decoded_source: list[dict], dest: 
 
 
 @pytest.mark.parametrize("source", FORMATS)
-def test_convert_into_every_format(spark, tmp_path, sources, source):
-    decoded_source, rejects = decode_paths(spark, source, [sources[source]])
-    assert not rejects and decoded_source
+def test_convert_into_every_format(conversions, source):
     failures = {}
     for dest in FORMATS:
+        res = conversions[(source, dest)]
+        if isinstance(res, str):
+            failures[dest] = res
+            continue
+        decoded_source, got, rejects = res
+        assert decoded_source
         try:
-            failures[dest] = check_pair(spark, source, sources[source], decoded_source, dest, tmp_path / dest)
+            failures[dest] = check_pair(got, rejects, decoded_source, dest)
         except Exception as e:  # noqa: BLE001 -- report every pair, not only the first that raises
             failures[dest] = f"raised {type(e).__name__}: {e}\n" + "".join(traceback.format_tb(e.__traceback__)[-3:])
     failures = {d: f for d, f in failures.items() if f}
