@@ -551,7 +551,13 @@ class DtsAvroDecoder(Decoder):
         zones = zone_ids(spark)
         legacy = legacy_charsets_enabled(spark)
 
-        df = raw.withColumn("r", from_avro(F.col("value"), RECORD_SCHEMA_JSON, {"mode": "PERMISSIVE"}))
+        # The parsed records are cut from their plan (a lazy local checkpoint: computed once, on
+        # first use) so that no later query holds the from_avro expression: Spark 4.0's FromAvro
+        # evaluates its options map (a CreateMap, whose map builder is shared by every copy of
+        # the expression) whenever a plan holding it is canonicalized, and the batch's tables
+        # are planned in concurrent threads: two threads at once fail with DUPLICATED_MAP_KEY
+        # "mode" (seen once in CI, tests/formats/dts_avro/test_roundtrip.py::test_ingest_scrambled).
+        df = raw.withColumn("r", from_avro(F.col("value"), RECORD_SCHEMA_JSON, {"mode": "PERMISSIVE"})).localCheckpoint(eager=False)
         data_ops = _in("r.operation", DATA_OPS)
         df = df.selectExpr(
             "*",

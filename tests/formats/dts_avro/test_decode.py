@@ -469,3 +469,14 @@ def test_truncate_statement_is_a_truncate_event(spark):
     assert (t["before"], t["after"], t["columns"], t["primary_key"], t["tx_id"], t["ddl"], t["position"]) == (
         None, None, None, ["id"], "tx-7", "TRUNCATE TABLE `shop`.`orders`", pos(4001),
     )
+
+
+def test_decoded_plan_holds_no_from_avro(spark):
+    # Spark 4.0's from_avro re-evaluates its options map (a CreateMap whose builder every copy of
+    # the expression shares) whenever a plan holding it is canonicalized; the applier plans a
+    # batch's tables in concurrent threads, which then failed at random with DUPLICATED_MAP_KEY.
+    # The decoder cuts the parsed records from the plan: no later query holds the expression.
+    raw = spark.createDataFrame([(None, encode(STREAM[0]), sr(1))], RAW_SCHEMA)
+    plan = DtsAvroDecoder().decode(raw, DecodeOptions())._jdf.queryExecution().analyzed().toString().lower()
+    assert "from_avro" not in plan and "fromavro" not in plan
+    assert "logicalrdd" in plan or "existingrdd" in plan
