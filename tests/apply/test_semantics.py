@@ -208,3 +208,23 @@ def test_merge_condition_carries_the_batch_key_range(spark):
     # an event without the key's value: no range
     (p,) = plan_batch(spark.createDataFrame([*events, ev("c", 23, {"name": "v"})], EVENT_SCHEMA)).tables
     assert merge_condition_sql(p, cols) == "t.`id` <=> s._c0"
+
+
+def test_progress_is_reread_after_another_writer_commits(spark, tmp_path):
+    # the process keeps the progress it wrote and reads it again only when the table has a
+    # later commit than its own (another process wrote the target in between)
+    from cdclake.apply import audit
+
+    apply(spark, tmp_path, [ev("c", 1, row(1, "a"))])
+    mine = audit.read_progress(spark, str(tmp_path))
+    assert mine.version == 0 and {(r["source"], r["table"]) for r in mine.rows} == {("mem", "db.t"), ("mem", None), (None, "db.t")}
+    assert audit._cached_progress(spark, f"{tmp_path}/{audit.PROGRESS}") is not None
+    other = spark.createDataFrame([("elsewhere", None) + (None,) * 10], audit.PROGRESS_SCHEMA)
+    other.write.format("delta").mode("append").save(f"{tmp_path}/{audit.PROGRESS}")
+    assert audit._cached_progress(spark, f"{tmp_path}/{audit.PROGRESS}") is None
+    seen = audit.read_progress(spark, str(tmp_path))
+    assert seen.version == 1 and ("elsewhere", None) in {(r["source"], r["table"]) for r in seen.rows}
+    # the next batch keeps the other writer's row and moves its own
+    apply(spark, tmp_path, [ev("u", 2, row(1, "b"), row(1, "a"))])
+    rows = {(r["source"], r["table"]): r for r in spark.read.format("delta").load(f"{tmp_path}/{audit.PROGRESS}").collect()}
+    assert ("elsewhere", None) in rows and rows[(None, "db.t")]["last_position_text"] == "2" and rows[(None, "db.t")]["rows"] == 1
