@@ -1,8 +1,12 @@
 """The ``cdclake`` command: arguments -> configuration -> pipeline. Nothing else lives here.
 
     cdclake ingest --format FORMAT --input PATH [PATH ...] --target DIR [--primary-key T=C[,C]]...
+    cdclake ingest --format FORMAT --kafka-bootstrap HOST:PORT (--topic T ... | --topic-pattern RE)
+                   --target DIR --checkpoint DIR [--available-now | --trigger-interval 10s] ...
+    cdclake ingest --format FORMAT --input DIR --target DIR --checkpoint DIR [--max-files-per-trigger N] ...
     cdclake convert --from F --to G --input PATH [PATH ...] --output PATH
     cdclake simulate --format F --events N --tables K --seed S --output PATH
+    cdclake status --target DIR [--json]
     cdclake formats
 
 Exit codes: 0 success (rejected records do not change it); 2 usage or environment error, with
@@ -59,9 +63,19 @@ def build_parser() -> argparse.ArgumentParser:
                      help="canal-json from a DTS instance created before 2022-03-20 (old/data swapped)")
     ing.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
                      help="format-specific setting, e.g. table=db.t for datahub-tuple records without _source_table_")
-    ing.add_argument("--kafka-bootstrap", metavar="HOST:PORT", help="read from Kafka instead of files")
+    ing.add_argument("--kafka-bootstrap", metavar="HOST:PORT", help="read Kafka topics (a stream) instead of files")
     ing.add_argument("--topic", action="append", default=[], help="Kafka topic (repeatable)")
-    ing.add_argument("--checkpoint", metavar="DIR", help="Kafka checkpoint folder")
+    ing.add_argument("--topic-pattern", metavar="RE", help="Kafka topics whose names match this Java regular expression")
+    ing.add_argument("--checkpoint", metavar="DIR", help="the stream's checkpoint folder (offsets of applied batches)")
+    ing.add_argument("--available-now", action="store_true", help="apply what the topics hold now, then stop")
+    ing.add_argument("--trigger-interval", metavar="DURATION", help="start a micro-batch at most this often, e.g. 10s, 500ms, 1m")
+    ing.add_argument("--starting-offsets", default="earliest", choices=["earliest", "latest"],
+                     help="where a new checkpoint starts reading (default earliest)")
+    ing.add_argument("--max-offsets-per-trigger", type=int, metavar="N", help="at most N records per micro-batch")
+    ing.add_argument("--max-files-per-trigger", type=int, metavar="N",
+                     help="with --input DIR --checkpoint DIR: at most N new files per micro-batch")
+    ing.add_argument("--kafka-option", action="append", default=[], metavar="NAME=VALUE",
+                     help="Kafka consumer setting passed through, e.g. security.protocol=SASL_SSL (repeatable)")
     ing.add_argument("--master", help="Spark master URL (default local[*])")
     ing.add_argument("--quiet", action="store_true", help="print only the one-line totals")
     conv = sub.add_parser("convert", help="turn messages of one format into another")
@@ -79,6 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--tables", type=int, default=3, help="number of tables (default 3)")
     sim.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     sim.add_argument("--output", required=True, metavar="PATH", help="output file (or existing folder)")
+    st = sub.add_parser("status", help="what a target holds: rows, last position, lag, rejects")
+    st.add_argument("--target", required=True, metavar="DIR", help="folder of the Delta tables")
+    st.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    st.add_argument("--master", help="Spark master URL (default local[*])")
     sub.add_parser("formats", help="list the formats and what each carries")
     return p
 
@@ -93,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
             return _convert(args)
         if args.command == "simulate":
             return _simulate(args)
+        if args.command == "status":
+            return _status(args)
         return _ingest(args)
     except CdclakeError as e:
         print(f"cdclake: error: {e}", file=sys.stderr)
@@ -124,7 +144,11 @@ def _ingest(args) -> int:
         formats.get(args.format)  # fail fast on an unknown name, before Spark starts
     pks = _primary_keys(args.primary_key)
     if args.kafka_bootstrap:
-        raise CdclakeError("NOT_IMPLEMENTED", "Kafka input is not implemented yet; use --input files")
+        return _ingest_kafka(args, pks)
+    if args.checkpoint:
+        return _ingest_folder_stream(args, pks)
+    if args.topic or args.topic_pattern:
+        raise CdclakeError("BAD_OPTION", "--topic needs --kafka-bootstrap HOST:PORT")
     if not args.input:
         raise CdclakeError("BAD_OPTION", "give --input PATH [PATH ...] (or --kafka-bootstrap and --topic)")
     resolve_inputs(args.input)
@@ -138,6 +162,82 @@ def _ingest(args) -> int:
     summary = ingest(spark, config)
     _print_summary(summary, args.quiet)
     return 0
+
+
+def _ingest_kafka(args, pks: dict[str, list[str]]) -> int:
+    from cdclake.sources.kafka import KafkaInput, kafka_options
+    from cdclake.stream import StreamConfig
+
+    if args.input:
+        raise CdclakeError("BAD_OPTION", "give --input or --kafka-bootstrap, not both")
+    if not args.checkpoint:
+        raise CdclakeError("BAD_OPTION", "a Kafka ingest needs --checkpoint DIR (where applied offsets are kept)")
+    if args.max_offsets_per_trigger is not None and args.max_offsets_per_trigger < 1:
+        raise CdclakeError("BAD_OPTION", "--max-offsets-per-trigger must be at least 1")
+    source = KafkaInput(
+        args.kafka_bootstrap, args.topic, args.topic_pattern, args.starting_offsets, args.max_offsets_per_trigger,
+        kafka_options(args.kafka_option),
+    )
+    source.source_options()  # fail fast on a bad topic choice, before Spark starts
+    config = StreamConfig(args.format, args.target, args.checkpoint, kafka=source)
+    return _run_stream(args, pks, config)
+
+
+def _ingest_folder_stream(args, pks: dict[str, list[str]]) -> int:
+    from pathlib import Path
+
+    from cdclake.stream import StreamConfig
+
+    if len(args.input) != 1 or not Path(args.input[0]).is_dir():
+        raise CdclakeError("BAD_OPTION", "with --checkpoint, --input names one folder (its files are read as they land)")
+    if args.max_files_per_trigger is not None and args.max_files_per_trigger < 1:
+        raise CdclakeError("BAD_OPTION", "--max-files-per-trigger must be at least 1")
+    config = StreamConfig(args.format, args.target, args.checkpoint, input_dir=args.input[0], max_files_per_trigger=args.max_files_per_trigger)
+    return _run_stream(args, pks, config)
+
+
+def _run_stream(args, pks: dict[str, list[str]], config) -> int:
+    """Complete ``config`` (a :class:`cdclake.stream.StreamConfig`) from the common options and
+    run it; prints the totals."""
+    from cdclake.pipeline import check_target
+    from cdclake.stream import run_stream
+
+    if args.available_now and args.trigger_interval:
+        raise CdclakeError("BAD_OPTION", "give --available-now or --trigger-interval, not both")
+    config.available_now = args.available_now
+    config.trigger_interval = trigger_interval(args.trigger_interval) if args.trigger_interval else None
+    config.primary_keys, config.canal_dts_inverted, config.extra = pks, args.canal_dts_inverted, _options(args.option)
+    check_target(args.target)
+
+    from cdclake.spark import get_spark
+
+    summary = run_stream(get_spark(master=args.master), config)
+    t = summary.totals
+    why = " (stopped by signal)" if summary.stopped_by_signal else ""
+    print(f"query {summary.query_id}: {summary.batches} batches{why}")
+    print(f"records in: {t.records_in}  decoded: {t.decoded}  rejected: {t.rejected}  events: {t.events}")
+    return 0
+
+
+_UNITS = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours"}
+
+
+def trigger_interval(text: str) -> str:
+    """``10s``, ``500ms``, ``1m``, ``2h`` (or Spark's own ``10 seconds``) as Spark's trigger
+    interval text.
+
+    Raises:
+        CdclakeError(BAD_OPTION): anything else.
+    """
+    import re
+
+    m = re.fullmatch(r"\s*(\d+)\s*(ms|s|m|h)\s*", text)
+    if m:
+        return f"{m.group(1)} {_UNITS[m.group(2)]}"
+    m = re.fullmatch(r"\s*(\d+)\s+(milliseconds?|seconds?|minutes?|hours?)\s*", text)
+    if m:
+        return f"{m.group(1)} {m.group(2)}"
+    raise CdclakeError("BAD_OPTION", f"--trigger-interval {text!r} is not a duration like 10s, 500ms, 1m")
 
 
 def _options(values: list[str]) -> dict[str, str]:
@@ -190,6 +290,57 @@ def _simulate(args) -> int:
     print(f"events: {s.events}  records out: {s.records_out}")
     print(f"not carried by {s.format}: {_dropped(s.dropped)}")
     return 0
+
+
+def _status(args) -> int:
+    import json
+    from pathlib import Path
+
+    from cdclake.apply.audit import LAYOUT_FILE
+
+    if not (Path(args.target) / LAYOUT_FILE).exists():  # before Spark starts
+        raise CdclakeError("INPUT_NOT_FOUND", f"{args.target} is not a cdclake target (no {LAYOUT_FILE})")
+    from cdclake.spark import get_spark
+    from cdclake.status import target_status
+
+    st = target_status(get_spark(master=args.master), args.target)
+    if args.json:
+        print(json.dumps(st, indent=2, default=str))
+        return 0
+    from rich.table import Table
+
+    t = Table(title=f"cdclake status: {st['target']}")
+    for col in ("table", "rows", "last position", "event time (UTC)", "lag", "applied at (UTC)"):
+        t.add_column(col, justify="right" if col in ("rows", "lag") else "left", overflow="fold")
+    for r in st["tables"]:
+        t.add_row(r["table"], _n(r["rows"]), r["last_position"] or "", _utc(r["last_event_time_ms"]), _lag(r["lag_ms"]), _utc(r["updated_at_ms"]))
+    console = _console()
+    console.print(t)
+    for h in st["heartbeats"]:
+        console.print(f"heartbeat {h['source']}: {_utc(h['last_heartbeat_ms'])}")
+    console.print(f"transactions held back: {st['held_transactions']}")
+    rejects = ", ".join(f"{k}={v}" for k, v in st["rejects"].items()) or "none"
+    print(f"rejects: {rejects}")
+    return 0
+
+
+def _n(v) -> str:
+    return "" if v is None else str(v)
+
+
+def _utc(ms) -> str:
+    from datetime import datetime, timezone
+
+    return "" if ms is None else datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def _lag(ms) -> str:
+    if ms is None:
+        return ""
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000)):
+        if ms >= 2 * size:
+            return f"{ms / size:.1f} {unit}"
+    return f"{ms / 1000:.1f} s"
 
 
 def _print_summary(s, quiet: bool) -> None:

@@ -22,7 +22,12 @@ import sys
 SPARK_VERSION = "4.0.0"
 DELTA_VERSION = "4.0.0"
 SCALA_BINARY = "2.13"
-KAFKA_VERSION = "3.9.0"  # kafka-clients used by spark-sql-kafka-0-10 4.0.0; also the test broker
+KAFKA_VERSION = "3.9.0"  # kafka-clients used by spark-sql-kafka-0-10 4.0.0
+#: the Apache Kafka broker run by ``bin/kafka`` and the Kafka tests (``cdclake.testing``), fetched
+#: from ``jvm/kafka/pom.xml`` into ``.jars/kafka``; it runs in a JVM of its own, never on Spark's
+#: classpath. Kafka 4.x is KRaft-only (no ZooKeeper); the kafka-clients 3.9.0 pinned above for
+#: Spark's connector talks to 4.0 brokers.
+KAFKA_BROKER_VERSION = "4.0.0"
 COMMONS_POOL2_VERSION = "2.12.0"
 
 
@@ -32,13 +37,15 @@ def pip_pins() -> list[str]:
 
 
 def maven_properties() -> list[str]:
-    """``-Dname=value`` arguments for ``mvn`` matching the ``<properties>`` of ``jvm/pom.xml``."""
+    """``-Dname=value`` arguments for ``mvn`` matching the ``<properties>`` of ``jvm/pom.xml`` and
+    ``jvm/kafka/pom.xml`` (a property a pom does not declare is ignored by it)."""
     return [
         f"-Dspark.version={SPARK_VERSION}",
         f"-Ddelta.version={DELTA_VERSION}",
         f"-Dscala.binary={SCALA_BINARY}",
         f"-Dkafka.version={KAFKA_VERSION}",
         f"-Dcommons.pool2.version={COMMONS_POOL2_VERSION}",
+        f"-Dkafka.broker.version={KAFKA_BROKER_VERSION}",
     ]
 
 

@@ -90,3 +90,36 @@ def decode_file(spark, fmt: str, path: Path, **options):
     events = [e.asDict(recursive=True) for r in rows for e in (r.events or [])]
     rejects = [r for r in rows if r.error_code is not None]
     return decoded, events, rejects
+
+
+# -- Kafka: one real broker for the session (tests that use it carry @pytest.mark.kafka) ----------
+
+_topic_counter = iter(range(1, 1_000_000))
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory):
+    """A single-node Kafka broker (``cdclake.testing.kafka_broker.KafkaBroker``) on a free port
+    of 127.0.0.1 with its data in a temporary folder, started once for the session (~3-5 s) and
+    stopped at its end. Tests share it: each makes its own topics (``kafka_topic``)."""
+    from cdclake.testing.kafka_broker import KafkaBroker, free_port
+
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka"), free_port())
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+def kafka_topic(kafka_broker, request):
+    """A factory ``make(partitions=1) -> str`` that creates a new topic on the session broker
+    and returns its name: the test's name (cut to the characters Kafka allows) and a counter
+    unique in the session."""
+    base = re.sub(r"[^A-Za-z0-9._-]+", "_", request.node.name)[:200]
+
+    def make(partitions: int = 1) -> str:
+        return kafka_broker.create_topic(f"{base}-{next(_topic_counter)}", partitions=partitions)
+
+    return make

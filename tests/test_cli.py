@@ -77,3 +77,56 @@ def test_spark_settings_from_the_environment(monkeypatch):
     with pytest.raises(CdclakeError) as e:
         env_conf()
     assert e.value.code == "BAD_OPTION"
+
+
+@pytest.mark.parametrize(
+    "args, code_and_text",
+    [
+        (["--kafka-bootstrap", "h:1", "--topic", "t"], "BAD_OPTION: a Kafka ingest needs --checkpoint"),
+        (["--kafka-bootstrap", "h:1", "--checkpoint", "c"], "BAD_OPTION: give --topic T"),
+        (["--kafka-bootstrap", "h:1", "--topic", "t", "--topic-pattern", "x.*", "--checkpoint", "c"], "BAD_OPTION: give --topic T"),
+        (["--kafka-bootstrap", "h:1", "--topic", "t", "--checkpoint", "c", "--available-now", "--trigger-interval", "1s"],
+         "BAD_OPTION: give --available-now or --trigger-interval"),
+        (["--kafka-bootstrap", "h:1", "--topic", "t", "--checkpoint", "c", "--trigger-interval", "soon"], "BAD_OPTION: --trigger-interval 'soon'"),
+        (["--kafka-bootstrap", "h:1", "--topic", "t", "--checkpoint", "c", "--kafka-option", "novalue"], "BAD_OPTION: --kafka-option 'novalue'"),
+        (["--kafka-bootstrap", "h:1", "--topic", "t", "--checkpoint", "c", "--max-offsets-per-trigger", "0"], "BAD_OPTION: --max-offsets-per-trigger"),
+        (["--topic", "t", "--input", "x"], "BAD_OPTION: --topic needs --kafka-bootstrap"),
+    ],
+)
+def test_stream_options_are_checked_before_spark_starts(capsys, tmp_path, args, code_and_text):
+    code, _, err = run(["ingest", "--format", "canal-json", "--target", str(tmp_path / "lake"), *args], capsys)
+    assert code == 2 and err.count("\n") == 1 and code_and_text in err, err
+
+
+def test_trigger_intervals_and_kafka_options():
+    from cdclake.cli import trigger_interval
+    from cdclake.sources.kafka import kafka_options
+
+    assert [trigger_interval(t) for t in ("10s", "500ms", "1m", "2h", "3 seconds")] == [
+        "10 seconds", "500 milliseconds", "1 minutes", "2 hours", "3 seconds",
+    ]
+    assert kafka_options(["security.protocol=SASL_SSL", "kafka.sasl.mechanism=PLAIN", "sasl.jaas.config=a=b;"]) == {
+        "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "PLAIN", "kafka.sasl.jaas.config": "a=b;",
+    }
+
+
+def test_status_of_a_target(spark, capsys, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text(fixture_path("canal-json/apache-flink/canal-data.txt").read_text() + "not json\n")
+    assert run(["ingest", "--format", "canal-json", "--input", str(src), "--target", str(tmp_path / "lake"), "--quiet"], capsys)[0] == 0
+    code, out, _ = run(["status", "--target", str(tmp_path / "lake"), "--json"], capsys)
+    assert code == 0
+    import json
+
+    st = json.loads(out)
+    assert st["rejects"] == {"MALFORMED_JSON": 1} and st["held_transactions"] == 0
+    t, ddl_only = st["tables"]
+    # canal-data.txt: 9 inserts, 2 more, one of them deleted, two of the first deleted; the
+    # CREATE TABLE of user02 makes an empty table
+    assert (t["table"], t["rows"], t["last_position"]) == ("inventory.products2", 8, "1589374013000:12:1")
+    assert t["last_event_time_ms"] == 1589374013000 and t["sources"] == [f"file:{src}"]
+    assert (ddl_only["table"], ddl_only["rows"], ddl_only["last_position"]) == ("inventory.user02", 0, "1589373566000:13")
+    code, out, _ = run(["status", "--target", str(tmp_path / "lake")], capsys)
+    assert code == 0 and "inventory.products2" in out and "rejects: MALFORMED_JSON=1" in out
+    code, _, err = run(["status", "--target", str(tmp_path / "nothing")], capsys)
+    assert code == 2 and "INPUT_NOT_FOUND" in err

@@ -32,6 +32,7 @@ another layout is refused (:func:`check_layout`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -76,6 +77,35 @@ class Txn:
 
     app_id: str
     version: int
+
+
+#: the session settings that give Delta's DML commands (MERGE, DELETE, UPDATE) and writes
+#: without writer options a transaction identity (Delta 2.3+, delta-io/delta#1555)
+TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
+_txn_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def txn_session(spark: SparkSession, txn: Txn | None):
+    """Inside it, every Delta commit of the session that has no writer options of its own
+    carries ``txn`` (nothing when ``txn`` is None), and Delta skips a commit to a table that
+    already holds ``txn`` (or a later version of its app id). One batch at a time per
+    session: a second ``txn_session`` waits for the first to end.
+
+    Only the batch's own writes may run inside it: a table that commits twice under one
+    identity skips the second commit."""
+    if txn is None:
+        yield
+        return
+    with _txn_lock:
+        spark.conf.set(TXN_APP_ID_CONF, txn.app_id)
+        spark.conf.set(TXN_VERSION_CONF, str(txn.version))
+        try:
+            yield
+        finally:
+            spark.conf.unset(TXN_APP_ID_CONF)
+            spark.conf.unset(TXN_VERSION_CONF)
 
 
 def now_ms() -> int:

@@ -8,11 +8,20 @@ The steps, and what each costs in Spark jobs and Delta commits:
 2. :func:`cdclake.apply.audit.read_progress`: one small read of the progress table (the
    latest truncate and delete of each table, its row count), none when this process wrote it
    last and nothing committed to it since;
-3. concurrently: the changelog append (one commit) and, per table, the MERGE (or the write
+3. concurrently, per table, what prepares it without writing the batch's rows
+   (:func:`cdclake.apply.delta_table.prepare_table`: schema evolution, a newer truncate; no
+   commit in a batch without them);
+4. concurrently: the changelog append (one commit) and, per table, the MERGE (or the write
    that creates the table): one commit per table; the tables are independent, so they are
    applied side by side in threads (``CDCLAKE_APPLY_THREADS``, default 4);
-4. concurrently: the deletes append, the schema-history append (only when a schema changed)
+5. concurrently: the deletes append, the schema-history append (only when a schema changed)
    and the progress overwrite (a few rows merged on the driver): one commit each.
+
+Exactly once: with a batch identity (:class:`cdclake.apply.audit.Txn`), every commit of steps
+4 and 5 carries it (Delta's ``txnAppId``/``txnVersion``: writer options for the appends, the
+session settings ``spark.databricks.delta.write.txnAppId``/``txnVersion`` for the MERGEs and
+the progress overwrite), so a batch applied again after a crash skips each table that already
+committed it and applies the rest. Step 3 is idempotent by itself.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 
 from cdclake.apply import audit
-from cdclake.apply.delta_table import ApplyResult, TableApply, TableState, apply_table
+from cdclake.apply.delta_table import ApplyResult, TableApply, TableState, prepare_table, write_table
 from cdclake.apply.plan import BatchPlan, plan_batch
 
 
@@ -81,26 +90,27 @@ def apply_batch(
     states = progress.table_states()
     deletes_path = f"{target}/{audit.DELETES}"
 
-    def one(p):
-        return lambda: apply_table(spark, events, p, table_path(target, p.name), states.get(p.name, TableState()), deletes_path)
-
+    prepared = run_all(
+        [lambda p=p: prepare_table(spark, p, table_path(target, p.name), states.get(p.name, TableState())) for p in plan.tables]
+    )
     first = [lambda: audit.write_changelog(events, target, txn), *(side_tasks or [])]
     applied: list[TableApply] = []
     try:
-        done = run_all([*first, *[one(p) for p in plan.tables]])
-        applied = done[len(first):]
-        results = {a.result.table: a.result for a in applied}
-        history = []
-        for p in plan.tables:
-            history.extend(audit.schema_history_rows(p.ddl, results.get(p.name), p.name))
-        deletes = [a.deletes for a in applied if a.deletes is not None]
-        run_all(
-            [
-                lambda: audit.write_deletes(deletes, target, txn),
-                lambda: audit.record_schema_changes(spark, target, history),
-                lambda: audit.update_progress(spark, target, plan, progress, results),
-            ]
-        )
+        with audit.txn_session(spark, txn):
+            done = run_all([*first, *[lambda prep=prep: write_table(spark, events, prep, deletes_path) for prep in prepared]])
+            applied = done[len(first):]
+            results = {a.result.table: a.result for a in applied}
+            history = []
+            for p in plan.tables:
+                history.extend(audit.schema_history_rows(p.ddl, results.get(p.name), p.name))
+            deletes = [a.deletes for a in applied if a.deletes is not None]
+            run_all(
+                [
+                    lambda: audit.write_deletes(deletes, target, txn),
+                    lambda: audit.record_schema_changes(spark, target, history),
+                    lambda: audit.update_progress(spark, target, plan, progress, results),
+                ]
+            )
     finally:
         for a in applied:
             for df in a.cached:

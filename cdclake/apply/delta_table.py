@@ -96,6 +96,8 @@ class ApplyResult:
     #: the key rows were matched on (empty: the whole before image) and where it came from
     key: list[str] = field(default_factory=list)
     key_source: str = ""
+    #: the table had already committed this batch (a replay after a crash): Delta skipped its write
+    replayed: bool = False
 
 
 @dataclass
@@ -171,46 +173,80 @@ def _newer(a, b) -> bool:
     return a is not None and (b is None or order_key(a) > order_key(b))
 
 
-def apply_table(
-    spark: SparkSession, events: DataFrame, plan: TablePlan, path: str, state: TableState, deletes_path: str
-) -> TableApply:
-    """Apply the batch's data events for ``plan``'s table to the Delta table at ``path``.
+@dataclass
+class Prepared:
+    """A table made ready for its batch's rows by :func:`prepare_table`: ``exists`` (a Delta
+    table is at ``path``), ``columns`` (source column -> Spark type, table order) and the
+    ``truncate`` position in force (``array<decimal(38,0)>`` values, or None)."""
 
-    ``events``: EVENT_SCHEMA rows of the whole batch (persisted by the caller; filtered here to
-    this table's ``data`` events). ``state``: what earlier batches left (latest truncate and
-    delete positions, row count). ``deletes_path``: the deletes table (``_cdclake/deletes``),
-    read only when the batch holds a change older than the table's latest remembered delete.
+    plan: TablePlan
+    path: str
+    state: TableState
+    out: TableApply
+    exists: bool = False
+    columns: dict[str, str] = field(default_factory=dict)
+    truncate: list | None = None
+    rows_before: int | None = 0
 
-    Creates the table with the batch's rows when it does not exist (one write), else evolves its
-    schema if needed and MERGEs the batch's last change per key into it (one commit).
-    Returns the Delta operation metrics as an :class:`ApplyResult` inside a :class:`TableApply`.
+
+def prepare_table(spark: SparkSession, plan: TablePlan, path: str, state: TableState) -> Prepared:
+    """The first step of a table's batch: every change to the table that does not write the
+    batch's rows, each idempotent by itself (a batch prepared again changes nothing more):
+    schema evolution (:func:`evolve_table`), a truncate newer than the table's latest one
+    (deletes the rows older than it), the empty table of a DDL-only batch.
+
+    Runs before the batch's idempotent writes begin (:func:`write_table` under Delta's
+    ``txnAppId``/``txnVersion``): a Delta commit made here under the batch's transaction
+    identity would make the table skip the batch's MERGE.
     """
     result = ApplyResult(plan.name, key=list(plan.key), key_source=plan.key_source)
-    out = TableApply(result)
-    exists = DeltaTable.isDeltaTable(spark, path)
+    prep = Prepared(plan, path, state, TableApply(result))
+    prep.exists = DeltaTable.isDeltaTable(spark, path)
     batch_truncate = plan.truncate[0] if plan.truncate else None
-    truncate = batch_truncate if _newer(batch_truncate, state.truncate_position) else state.truncate_position
-    rows_before = state.rows if exists else 0
+    prep.truncate = batch_truncate if _newer(batch_truncate, state.truncate_position) else state.truncate_position
+    prep.rows_before = state.rows if prep.exists else 0
 
-    if exists:
-        columns, result.schema_changes = evolve_table(spark, path, plan)
+    if prep.exists:
+        prep.columns, result.schema_changes = evolve_table(spark, path, plan)
         if _newer(batch_truncate, state.truncate_position):
             result.truncated = _truncate(spark, path, batch_truncate)
     elif plan.has_changes or plan.columns:
-        columns = _columns_of(plan)
-        result.schema_changes = ["create table (" + ", ".join(f"{n} {t}" for n, t in columns.items()) + ")"]
+        prep.columns = _columns_of(plan)
+        result.schema_changes = ["create table (" + ", ".join(f"{n} {t}" for n, t in prep.columns.items()) + ")"]
         if not plan.has_changes:  # a DDL-only batch: the table exists from its DDL on
-            _create_empty(spark, path, columns)
-            exists = True
+            _create_empty(spark, path, prep.columns)
+            prep.exists = True
     else:  # a truncate of a table not created yet: the progress row remembers it
-        out.touched = False
-        return out
+        prep.out.touched = False
+    return prep
 
+
+def write_table(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_path: str) -> TableApply:
+    """The second step of a table's batch: the batch's last change per key MERGEd into the
+    table (or the write that creates it): one commit.
+
+    ``events``: EVENT_SCHEMA rows of the whole batch (persisted by the caller; filtered here to
+    this table's ``data`` events). ``deletes_path``: the deletes table (``_cdclake/deletes``),
+    read only when the batch holds a change older than the table's latest remembered delete.
+
+    When the session carries the batch's transaction identity
+    (``spark.databricks.delta.write.txnAppId``/``txnVersion``) and the table has already
+    committed it (the batch is replayed after a crash), Delta skips the MERGE; the table's row
+    count is then counted again (``ApplyResult.replayed``). Returns the Delta operation metrics
+    as an :class:`ApplyResult` inside a :class:`TableApply`.
+    """
+    out, plan, path, result = prep.out, prep.plan, prep.path, prep.out.result
+    if not out.touched:
+        return out
+    columns = prep.columns
+    rows_before = prep.rows_before
     if plan.has_changes:
-        src, cached = _fold(spark, events, plan, columns, truncate, state, deletes_path)
+        src, cached = _fold(spark, events, plan, columns, prep.truncate, prep.state, deletes_path)
         out.cached = cached
-        if exists:
-            _merge(spark, path, src, plan, columns, result)
+        if prep.exists:
+            if not _merge(spark, path, src, plan, columns, result):
+                result.replayed = True
+                rows_before = None
         else:
             observed = Observation()
             rows = src.where(F.col("_op") != "d").observe(observed, F.count(F.lit(1)).alias("n"))
@@ -226,7 +262,7 @@ def apply_table(
                 F.col("_ord.pos").alias("position"),
                 F.col("_pos_text").alias("position_text"),
             )
-    if rows_before is None:  # a table from before rows were tracked: count once
+    if rows_before is None:  # a table from before rows were tracked, or a replayed batch: count
         result.rows_now = spark.read.format("delta").load(path).count()
     else:
         result.rows_now = rows_before + result.inserted - result.deleted - result.truncated
@@ -235,6 +271,15 @@ def apply_table(
         result.schema = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in detail.toDF().schema.fields if f.name not in META_COLUMNS)
         result.schema_version = detail.history(1).select("version").first()[0]
     return out
+
+
+def apply_table(
+    spark: SparkSession, events: DataFrame, plan: TablePlan, path: str, state: TableState, deletes_path: str
+) -> TableApply:
+    """Apply the batch's data events for ``plan``'s table to the Delta table at ``path``:
+    :func:`prepare_table` then :func:`write_table` (``state``: what earlier batches left, the
+    latest truncate and delete positions and the row count)."""
+    return write_table(spark, events, prepare_table(spark, plan, path, state), deletes_path)
 
 
 def _as_table_rows(src: DataFrame, columns: dict[str, str]) -> DataFrame:
@@ -272,7 +317,9 @@ def merge_condition_sql(plan: TablePlan, columns: dict[str, str]) -> str:
     return f"{cond} AND t.{q(k0)} >= {lo} AND t.{q(k0)} <= {hi}"
 
 
-def _merge(spark: SparkSession, path: str, src: DataFrame, plan: TablePlan, columns: dict[str, str], result: ApplyResult) -> None:
+def _merge(spark: SparkSession, path: str, src: DataFrame, plan: TablePlan, columns: dict[str, str], result: ApplyResult) -> bool:
+    """MERGE ``src`` into the table; the metrics go to ``result``. False when Delta skipped the
+    MERGE: the session's transaction identity was already committed to the table."""
     key = plan.key or list(columns)
     names = list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
@@ -304,9 +351,12 @@ def _merge(spark: SparkSession, path: str, src: DataFrame, plan: TablePlan, colu
         .execute()
         .first()
     )
+    if metrics is None:  # Delta returns no metrics row for a skipped (already committed) MERGE
+        return False
     result.inserted = int(metrics["num_inserted_rows"] or 0)
     result.updated = int(metrics["num_updated_rows"] or 0)
     result.deleted = int(metrics["num_deleted_rows"] or 0)
+    return True
 
 
 def _table_events(events: DataFrame, plan: TablePlan) -> DataFrame:

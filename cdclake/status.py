@@ -1,0 +1,80 @@
+"""``cdclake status --target DIR``: what a target holds and how far behind its source it is, read
+from the target's own ``_cdclake`` tables (a live target too: Delta readers see the last commit).
+
+Per table: rows (as the applier counted them), the last applied position and its event time
+(ms since the epoch), the event-time lag at that batch (``lag_ms``: the batch's wall clock minus
+the newest event time it applied), when it was last applied, and per source (Kafka
+``topic:partition``, or the input) the newest heartbeat. Rejects: counts by error code.
+Transactions: none are held back today (every batch is applied whole; DESIGN.md, issue 10).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from cdclake.apply import audit
+from cdclake.apply.plan import order_key
+from cdclake.errors import CdclakeError
+
+
+def target_status(spark: SparkSession, target: str) -> dict:
+    """The status of ``target`` as plain data (JSON-ready)::
+
+        {"target": str, "tables": [{"table", "rows", "last_position", "last_event_time_ms",
+          "lag_ms", "updated_at_ms", "sources"}], "heartbeats": [{"source", "last_heartbeat_ms"}],
+         "rejects": {code: count}, "rejected": int, "held_transactions": 0}
+
+    Raises:
+        CdclakeError(INPUT_NOT_FOUND): ``target`` is not a folder that cdclake wrote.
+    """
+    from delta.tables import DeltaTable
+
+    root = Path(target)
+    if not (root / audit.LAYOUT_FILE).exists():
+        raise CdclakeError("INPUT_NOT_FOUND", f"{target} is not a cdclake target (no {audit.LAYOUT_FILE})")
+    audit.check_layout(str(root))
+    progress = audit.read_progress(spark, str(root.resolve())).rows
+    tables: dict[str, dict] = {}
+    heartbeats: dict[str, int] = {}
+    for r in progress:
+        if r.get("last_heartbeat_ms") is not None and r.get("source"):
+            heartbeats[r["source"]] = max(heartbeats.get(r["source"], 0), r["last_heartbeat_ms"])
+        name = r.get("table")
+        if not name:
+            continue
+        t = tables.setdefault(name, {"table": name, "rows": None, "last_position": None, "last_event_time_ms": None,
+                                     "lag_ms": None, "updated_at_ms": None, "sources": [], "_order": None})
+        if r.get("rows") is not None:
+            t["rows"] = r["rows"]
+        if r.get("source"):
+            t["sources"].append(r["source"])
+        order = r.get("last_position")
+        if order is not None and (t["_order"] is None or order_key(order) > order_key(t["_order"])):
+            t["_order"], t["last_position"] = order, r.get("last_position_text")
+        for f, pick in (("last_event_time_ms", max), ("updated_at_ms", max)):
+            if r.get(f) is not None:
+                t[f] = r[f] if t[f] is None else pick(t[f], r[f])
+        if r.get("lag_ms") is not None and (t["updated_at_ms"] is None or r.get("updated_at_ms") == t["updated_at_ms"]):
+            t["lag_ms"] = r["lag_ms"]
+    rejects: dict[str, int] = {}
+    rejects_path = str(root / audit.REJECTS)
+    if DeltaTable.isDeltaTable(spark, rejects_path):
+        for row in spark.read.format("delta").load(rejects_path).groupBy("error_code").agg(F.count(F.lit(1)).alias("n")).collect():
+            rejects[row["error_code"]] = int(row["n"])
+    out_tables = []
+    for name in sorted(tables):
+        t = tables[name]
+        t.pop("_order")
+        t["sources"] = sorted(set(t["sources"]))
+        out_tables.append(t)
+    return {
+        "target": str(root.resolve()),
+        "tables": out_tables,
+        "heartbeats": [{"source": s, "last_heartbeat_ms": v} for s, v in sorted(heartbeats.items())],
+        "rejects": dict(sorted(rejects.items())),
+        "rejected": sum(rejects.values()),
+        "held_transactions": 0,
+    }
