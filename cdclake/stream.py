@@ -79,8 +79,8 @@ class StreamSummary:
 
 def run_stream(spark: SparkSession, config: StreamConfig, out=None) -> StreamSummary:
     """Run the streaming ingest of ``config`` until the topics are drained (``available_now``)
-    or the process is told to stop (SIGTERM, SIGINT); one line per applied micro-batch to
-    ``out`` (default stdout; None printed nothing when ``out`` is False).
+    or the process is told to stop (SIGTERM, SIGINT); one line per applied micro-batch to the
+    file ``out`` (None: stdout; False: no lines).
 
     Raises:
         CdclakeError: UNKNOWN_FORMAT, BAD_OPTION, TARGET_NOT_WRITABLE, TARGET_LAYOUT;

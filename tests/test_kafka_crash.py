@@ -45,7 +45,7 @@ class Ingest:
         cmd = [
             sys.executable, "-m", "cdclake.cli", "ingest", "--format", "canal-json", "--kafka-bootstrap", bootstrap,
             "--topic", topic, "--target", str(target), "--checkpoint", str(checkpoint), "--trigger-interval", "1s",
-            "--max-offsets-per-trigger", "40", "--master", "local[2]",
+            "--max-offsets-per-trigger", "30", "--master", "local[2]",
         ]
         self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines: queue.Queue[str] = queue.Queue()
@@ -73,7 +73,7 @@ class Ingest:
 
 def test_kill_9_at_random_moments_loses_and_doubles_nothing(spark, kafka_broker, kafka_topic, tmp_path):
     rnd = random.Random(SEED)
-    res = Workload(SEED, events=400).generate()
+    res = Workload(SEED, events=200).generate()
     enc = formats.get_encoder("canal-json")
     path = enc.write(enc.encode(res.events), tmp_path / "all.jsonl")
     lines = [ln.encode() for ln in path.read_text(encoding="utf-8").split("\n") if ln.strip()]  # not splitlines: U+2028 is data
@@ -82,7 +82,7 @@ def test_kill_9_at_random_moments_loses_and_doubles_nothing(spark, kafka_broker,
     import json
 
     records = [(json.loads(v)["table"].encode(), v) for v in lines]
-    chunks = [records[i:i + 25] for i in range(0, len(records), 25)]
+    chunks = [records[i:i + 15] for i in range(0, len(records), 15)]
     kafka_broker.produce(topic, chunks[0])
 
     def producer():
