@@ -357,7 +357,10 @@ class KafkaBroker:
 
     def _format(self, java: str) -> None:
         """Format the data folder for a new cluster (``kafka.tools.StorageTool format``)."""
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        # base64 of a random uuid; one that starts with '-' would be read as an option
+        cluster_id = "-"
+        while cluster_id.startswith("-"):
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         r = subprocess.run(
             [java, *JVM_OPTS, "-cp", self._classpath(), "kafka.tools.StorageTool", "format",
              "-t", cluster_id, "-c", str(self.properties_path)],
