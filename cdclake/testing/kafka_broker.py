@@ -36,6 +36,8 @@ import uuid
 from pathlib import Path
 from typing import Iterable, Optional, Union
 
+from cdclake.testing.processes import free_port, killpg  # noqa: F401  (free_port: used by tests)
+
 REPO = Path(__file__).resolve().parents[2]
 #: where ``bin/setup`` puts the broker's jars
 DEFAULT_JARS = REPO / ".jars" / "kafka"
@@ -48,13 +50,6 @@ JVM_OPTS = ["-Xmx512m", "-Xms64m", "-Djava.awt.headless=true"]
 #: a record for :meth:`KafkaBroker.produce`: ``(key, value)`` or ``(key, value, partition)``
 Record = Union[tuple[Optional[bytes], Optional[bytes]], tuple[Optional[bytes], Optional[bytes], int]]
 
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now (the OS picks it). Another
-    process may take it before it is used; good enough for tests."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _port_is_free(port: int) -> bool:
@@ -259,22 +254,15 @@ class KafkaBroker:
     def _signal_and_wait(self, sig: int, timeout_s: float) -> None:
         pid = self.pid
         if pid is not None:
-            self._killpg(pid, sig)
+            killpg(pid, sig)
             if not self._wait_gone(pid, timeout_s) and sig != signal.SIGKILL:
-                self._killpg(pid, signal.SIGKILL)
+                killpg(pid, signal.SIGKILL)
             if not self._wait_gone(pid, 10):
                 raise RuntimeError(f"Kafka broker (pid {pid}) did not exit after SIGKILL")
         if self._proc is not None:
             self._proc.poll()  # reap
             self._proc = None
         self.pid_path.unlink(missing_ok=True)
-
-    @staticmethod
-    def _killpg(pid: int, sig: int) -> None:
-        try:
-            os.killpg(pid, sig)  # the broker leads its own session: pgid == pid
-        except ProcessLookupError:
-            pass
 
     def _wait_gone(self, pid: int, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s

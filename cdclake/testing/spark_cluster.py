@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -37,6 +36,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Optional
+
+from cdclake.testing.processes import free_port, killpg
 
 #: the JVM heap of the master and of each worker daemon (not of the executors: a worker offers
 #: ``memory_per_worker`` to executors, which run in JVMs of their own)
@@ -49,13 +50,6 @@ _DROPPED_ENV = (
     "SPARK_WORKER_WEBUI_PORT", "SPARK_PUBLIC_DNS", "PYSPARK_SUBMIT_ARGS", "PYSPARK_DRIVER_PYTHON",
 )
 
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now (the OS picks it). Another
-    process may take it before it is used; good enough for tests."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def spark_home() -> Path:
@@ -197,11 +191,11 @@ class StandaloneCluster:
         gone; does nothing when nothing runs."""
         groups = [p for p in [*self._workers, self._master] if p is not None]
         for p in groups:
-            self._killpg(p.pid, signal.SIGTERM)
+            killpg(p.pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
         for p in groups:
             if not self._wait_group_gone(p, deadline):
-                self._killpg(p.pid, signal.SIGKILL)
+                killpg(p.pid, signal.SIGKILL)
                 self._wait_group_gone(p, time.monotonic() + 10)
         self._workers = []
         self._master = None
@@ -263,13 +257,6 @@ class StandaloneCluster:
                 continue
             parts.append(f"last lines of {path}:\n" + "\n".join("  " + line for line in tail))
         return "\n".join(parts) or "(no logs)"
-
-    @staticmethod
-    def _killpg(pgid: int, sig: int) -> None:
-        try:
-            os.killpg(pgid, sig)  # each daemon leads its own session: pgid == pid
-        except ProcessLookupError:
-            pass
 
     @staticmethod
     def _group_alive(pgid: int) -> bool:
