@@ -159,7 +159,15 @@ def _ingest(args) -> int:
     extra = _options(args.option)
     spark = get_spark(master=args.master)
     config = IngestConfig(args.format, args.input, args.target, pks, args.canal_dts_inverted, extra)
-    summary = ingest(spark, config)
+    console = _console()
+    if console.is_terminal and not args.quiet:  # a spinner with the current step and the time
+        import time
+
+        t0 = time.monotonic()
+        with console.status("starting") as status:
+            summary = ingest(spark, config, on_step=lambda text: status.update(f"{text} ({time.monotonic() - t0:.0f} s in)"))
+    else:
+        summary = ingest(spark, config)
     _print_summary(summary, args.quiet)
     return 0
 

@@ -91,8 +91,9 @@ def check_target(target: str) -> str:
     return str(path)
 
 
-def ingest(spark: SparkSession, config: IngestConfig) -> IngestSummary:
-    """Ingest files of messages into Delta tables under ``config.target``.
+def ingest(spark: SparkSession, config: IngestConfig, on_step=None) -> IngestSummary:
+    """Ingest files of messages into Delta tables under ``config.target``. ``on_step``: called
+    with a short text as each step of the batch begins (the CLI shows it on a terminal).
 
     Raises:
         CdclakeError: UNKNOWN_FORMAT, INPUT_NOT_FOUND, TARGET_NOT_WRITABLE, FORMAT_NOT_DETECTED.
@@ -104,7 +105,9 @@ def ingest(spark: SparkSession, config: IngestConfig) -> IngestSummary:
     options = DecodeOptions(
         primary_keys=config.primary_keys, canal_dts_inverted=config.canal_dts_inverted, extra=config.extra
     )
-    return ingest_batch(spark, raw, decoder, options, target, file_set_txn(files))
+    if on_step:
+        on_step(f"decoding {len(files)} file(s) as {decoder.name}")
+    return ingest_batch(spark, raw, decoder, options, target, file_set_txn(files), on_step)
 
 
 def file_set_txn(files: list[str]) -> audit.Txn:
@@ -155,8 +158,10 @@ def ingest_batch(
     options: DecodeOptions,
     target: str,
     txn: audit.Txn | None = None,
+    on_step=None,
 ) -> IngestSummary:
     """Decode ``raw`` (RAW_SCHEMA) with ``decoder`` and apply it to the tables under ``target``.
+    ``on_step``: called with a short text as the apply step begins.
 
     Spark work per batch: the decoder's parse stage (cached, with its signature aggregate),
     then the decoded records flattened to one row per event or reject (cached once: the batch's
@@ -200,6 +205,8 @@ def ingest_batch(
                 reject_task[0]()
             return summary
         events = flat.where(F.col("e").isNotNull()).select("e.*")
+        if on_step:
+            on_step(f"applying {summary.events} events of {summary.records_in} records to {len(plan.tables)} table(s)")
         summary.tables.extend(
             apply_batch(spark, events, target, options.primary_keys, txn, side_tasks=reject_task if summary.rejected else None, plan=plan)
         )

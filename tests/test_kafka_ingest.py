@@ -95,3 +95,50 @@ def _table(spark, path):
     """The Delta table's source columns and rows (sorted by id)."""
     schema, rows = read_lake_table(spark, str(path))
     return schema, sorted(rows, key=lambda r: r["id"])
+
+
+def test_debezium_topics_of_one_connector_with_their_kafka_keys(spark, kafka_broker, tmp_path):
+    """Debezium's own layout: one data topic per table, keyed by the row's primary key, with a
+    tombstone after each delete, and the schema-change topic (DDL, keyed by database) beside
+    them, read by one query through a topic pattern. The keys come from the Kafka keys (no
+    --primary-key), the tombstones decode to nothing, and the tables equal the oracle's."""
+    import json
+    import re
+
+    events = format_workload("debezium-json", INGEST_CASES["debezium-json"].seed)
+    enc = formats.get_encoder("debezium-json")
+    encoded = enc.encode(events)
+    prefix = re.sub(r"[^a-z0-9]", "", tmp_path.name.lower())[-20:]
+    by_topic: dict[str, list] = {}
+    last_data_topic = None
+    for key, value in encoded.records:
+        if value is None:  # a tombstone follows its delete on the same topic
+            topic = last_data_topic
+        else:
+            payload = json.loads(value)["payload"]
+            if "ddl" in payload:
+                topic = f"{prefix}"  # the schema-change topic is named after the server
+            else:
+                topic = last_data_topic = f"{prefix}.{payload['source']['db']}.{payload['source']['table']}"
+        by_topic.setdefault(topic, []).append((key, value))
+    assert len(by_topic) >= 3 and any(v is None for recs in by_topic.values() for _, v in recs)
+    for topic, recs in by_topic.items():
+        kafka_broker.create_topic(topic)
+        kafka_broker.produce(topic, recs)
+
+    config = StreamConfig("debezium-json", str(tmp_path / "lake"), str(tmp_path / "ckpt"),
+                          KafkaInput(kafka_broker.bootstrap, topic_pattern=re.escape(prefix) + r"(\..*)?"), available_now=True)
+    s = run_stream(spark, config, out=False)
+
+    tombstones = sum(1 for _, v in encoded.records if v is None)
+    assert (s.totals.records_in, s.totals.rejected) == (len(encoded.records), 0)
+    assert s.totals.events == len(encoded.records) - tombstones
+    rows, schemas = expected_tables(enc, events)
+    assert_lake_matches(spark, tmp_path / "lake", rows, schemas)
+    # every table with a key got it from the Kafka keys (a keyless table's records have none)
+    keys = {t: k for t, k in keys_of(events, enc).items() if k}
+    assert keys
+    changes = spark.read.format("delta").load(str(tmp_path / "lake/_cdclake/changelog")).where("kind = 'data' and op != 't'")
+    got = {(f"{r['database']}.{r['table']}", tuple(r["primary_key"] or ())) for r in changes.select("database", "table", "primary_key").distinct().collect()}
+    assert {(t, tuple(k)) for t, k in keys.items()} <= got
+    assert all(k for t, k in got if t in keys)
