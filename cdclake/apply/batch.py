@@ -8,20 +8,20 @@ The steps, and what each costs in Spark jobs and Delta commits:
 2. :func:`cdclake.apply.audit.read_progress`: one small read of the progress table (the
    latest truncate and delete of each table, its row count), none when this process wrote it
    last and nothing committed to it since;
-3. concurrently, per table, what prepares it without writing the batch's rows
-   (:func:`cdclake.apply.delta_table.prepare_table`: schema evolution, a newer truncate; no
-   commit in a batch without them);
-4. concurrently: the changelog append (one commit) and, per table, the MERGE (or the write
-   that creates the table): one commit per table; the tables are independent, so they are
-   applied side by side in threads (``CDCLAKE_APPLY_THREADS``, default 4);
+3. concurrently: the changelog append (one commit) and, per table, what prepares it without
+   writing the batch's rows (:func:`cdclake.apply.delta_table.prepare_table`: schema
+   evolution, a newer truncate; no commit in a batch without them);
+4. concurrently, per table, the MERGE (or the write that creates the table): one commit per
+   table; the tables are independent, so they are applied side by side in threads
+   (``CDCLAKE_APPLY_THREADS``, default 4);
 5. concurrently: the deletes append, the schema-history append (only when a schema changed)
    and the progress overwrite (a few rows merged on the driver): one commit each.
 
-Exactly once: with a batch identity (:class:`cdclake.apply.audit.Txn`), every commit of steps
-4 and 5 carries it (Delta's ``txnAppId``/``txnVersion``: writer options for the appends, the
+Exactly once: with a batch identity (:class:`cdclake.apply.audit.Txn`), the changelog append
+and every commit of steps 4 and 5 carry it (Delta's ``txnAppId``/``txnVersion``: writer options for the appends, the
 session settings ``spark.databricks.delta.write.txnAppId``/``txnVersion`` for the MERGEs and
 the progress overwrite), so a batch applied again after a crash skips each table that already
-committed it and applies the rest. Step 3 is idempotent by itself.
+committed it and applies the rest. The preparation of step 3 is idempotent by itself.
 """
 
 from __future__ import annotations
@@ -90,15 +90,16 @@ def apply_batch(
     states = progress.table_states()
     deletes_path = f"{target}/{audit.DELETES}"
 
-    prepared = run_all(
-        [lambda p=p: prepare_table(spark, p, table_path(target, p.name), states.get(p.name, TableState())) for p in plan.tables]
-    )
+    # the appends carry the batch identity in their writer options: they run beside the
+    # tables' preparation, which must not carry it
     first = [lambda: audit.write_changelog(events, target, txn), *(side_tasks or [])]
+    prepared = run_all(
+        [*first, *[lambda p=p: prepare_table(spark, p, table_path(target, p.name), states.get(p.name, TableState())) for p in plan.tables]]
+    )[len(first):]
     applied: list[TableApply] = []
     try:
         with audit.txn_session(spark, txn):
-            done = run_all([*first, *[lambda prep=prep: write_table(spark, events, prep, deletes_path) for prep in prepared]])
-            applied = done[len(first):]
+            applied = run_all([lambda prep=prep: write_table(spark, events, prep, deletes_path) for prep in prepared])
             results = {a.result.table: a.result for a in applied}
             history = []
             for p in plan.tables:
