@@ -37,14 +37,31 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"cdclake: error: {message} (see cdclake {self.prog.split()[-1]} --help)\n")
 
 
-def _primary_keys(values: list[str]) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
+def assignments(values: list[str] | None, option: str, shape: str = "NAME=VALUE") -> dict[str, str]:
+    """Repeated ``NAME=VALUE`` option values as a dict (names stripped, the value as given, the
+    first ``=`` splits; a later NAME wins).
+
+    Raises:
+        CdclakeError(BAD_OPTION): a value without ``=`` or with an empty name, naming ``option``
+        and ``shape`` in the message.
+    """
+    out: dict[str, str] = {}
     for v in values or []:
-        table, sep, cols = v.partition("=")
+        name, sep, value = v.partition("=")
+        if not sep or not name.strip():
+            raise CdclakeError("BAD_OPTION", f"{option} {v!r} is not {shape}")
+        out[name.strip()] = value
+    return out
+
+
+def _primary_keys(values: list[str]) -> dict[str, list[str]]:
+    shape = "TABLE=COL[,COL...]"
+    out: dict[str, list[str]] = {}
+    for table, cols in assignments(values, "--primary-key", shape).items():
         keys = [c.strip() for c in cols.split(",") if c.strip()]
-        if not sep or not table.strip() or not keys:
-            raise CdclakeError("BAD_OPTION", f"--primary-key {v!r} is not TABLE=COL[,COL...]")
-        out[table.strip()] = keys
+        if not keys:
+            raise CdclakeError("BAD_OPTION", f"--primary-key {table}={cols!r} is not {shape}")
+        out[table] = keys
     return out
 
 
@@ -184,7 +201,7 @@ def _ingest_kafka(args, pks: dict[str, list[str]]) -> int:
         raise CdclakeError("BAD_OPTION", "--max-offsets-per-trigger must be at least 1")
     source = KafkaInput(
         args.kafka_bootstrap, args.topic, args.topic_pattern, args.starting_offsets, args.max_offsets_per_trigger,
-        kafka_options(args.kafka_option),
+        kafka_options(assignments(args.kafka_option, "--kafka-option")),
     )
     source.source_options()  # fail fast on a bad topic choice, before Spark starts
     config = StreamConfig(args.format, args.target, args.checkpoint, kafka=source)
@@ -249,13 +266,7 @@ def trigger_interval(text: str) -> str:
 
 
 def _options(values: list[str]) -> dict[str, str]:
-    extra = {}
-    for o in values or []:
-        name, sep, value = o.partition("=")
-        if not sep or not name.strip():
-            raise CdclakeError("BAD_OPTION", f"--option {o!r} is not NAME=VALUE")
-        extra[name.strip()] = value
-    return extra
+    return assignments(values, "--option")
 
 
 def _dropped(dropped) -> str:
@@ -304,9 +315,10 @@ def _status(args) -> int:
     import json
     from pathlib import Path
 
+    from cdclake import targets
     from cdclake.apply.audit import LAYOUT_FILE
 
-    if not (Path(args.target) / LAYOUT_FILE).exists():  # before Spark starts
+    if not targets.is_uri(args.target) and not (Path(args.target) / LAYOUT_FILE).exists():  # before Spark starts
         raise CdclakeError("INPUT_NOT_FOUND", f"{args.target} is not a cdclake target (no {LAYOUT_FILE})")
     from cdclake.spark import get_spark
     from cdclake.status import target_status

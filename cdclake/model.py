@@ -102,7 +102,13 @@ POSITION_SCHEMA = StructType(
     ]
 )
 
-#: Where a record came from: Kafka coordinates, or file path and 1-based line number.
+#: A Kafka record header as Spark's Kafka source gives it (``includeHeaders``): the value's
+#: bytes as sent (null: a header without a value).
+HEADER_SCHEMA = StructType([StructField("key", StringType(), True), StructField("value", BinaryType(), True)])
+
+#: Where a record came from: Kafka coordinates (topic, partition, offset, the record's timestamp
+#: in ms since the epoch, its headers in order), or file path and 1-based line number. The
+#: record's Kafka key is the reject's ``raw_key`` and, for Debezium, the event's primary key.
 SOURCE_RECORD_SCHEMA = StructType(
     [
         StructField("topic", StringType(), True),
@@ -111,8 +117,26 @@ SOURCE_RECORD_SCHEMA = StructType(
         StructField("timestamp_ms", LongType(), True),
         StructField("file", StringType(), True),
         StructField("line", LongType(), True),
+        StructField("headers", ArrayType(HEADER_SCHEMA, True), True),
     ]
 )
+
+
+def source_record_col(**fields):
+    """A ``source_record`` column (SOURCE_RECORD_SCHEMA) from columns given by field name
+    (``file=F.col("path")``, ``line=...``); fields not given are null.
+
+    Raises:
+        ValueError: a name that is not a field of SOURCE_RECORD_SCHEMA.
+    """
+    from pyspark.sql import functions as F
+
+    unknown = set(fields) - {f.name for f in SOURCE_RECORD_SCHEMA.fields}
+    if unknown:
+        raise ValueError(f"not source_record fields: {sorted(unknown)}")
+    return F.struct(
+        *[(fields[f.name] if f.name in fields else F.lit(None)).cast(f.dataType).alias(f.name) for f in SOURCE_RECORD_SCHEMA.fields]
+    )
 
 IMAGE_TYPE = MapType(StringType(), StringType(), True)
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 import hashlib
 import os
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from cdclake import formats
+from cdclake import formats, targets
 from cdclake.apply import audit
 from cdclake.apply.batch import apply_batch, table_path  # noqa: F401  (table_path: public helper)
 from cdclake.apply.delta_table import ApplyResult
@@ -72,23 +72,18 @@ class IngestSummary:
         self.tables.extend(other.tables)
 
 
-def check_target(target: str) -> str:
-    """Create ``target`` if needed and prove it is writable; returns its absolute path.
+def check_target(target: str, spark: SparkSession | None = None) -> str:
+    """Create ``target`` if needed and prove it is writable; returns its canonical spelling
+    (:func:`cdclake.targets.resolve`: an absolute local path, or the URI). A URI target
+    (``s3a://...``) is checked only with ``spark`` (its Hadoop file system lives in the JVM);
+    without it the check is left to the call that has the session.
 
     Raises:
         CdclakeError(TARGET_NOT_WRITABLE): it cannot be created or written.
     """
-    path = Path(target).resolve()
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / f".cdclake-write-test-{uuid.uuid4().hex}"
-        probe.write_text("ok")
-        probe.unlink()
-    except OSError as e:
-        raise CdclakeError("TARGET_NOT_WRITABLE", f"cannot write to target {target}: {e.strerror or e}") from None
-    if not os.access(path, os.W_OK):
-        raise CdclakeError("TARGET_NOT_WRITABLE", f"cannot write to target {target}")
-    return str(path)
+    if not targets.is_uri(target) or spark is not None:
+        targets.TargetFiles(target, spark).check_writable()
+    return targets.resolve(target)
 
 
 def ingest(spark: SparkSession, config: IngestConfig, on_step=None) -> IngestSummary:
@@ -100,7 +95,7 @@ def ingest(spark: SparkSession, config: IngestConfig, on_step=None) -> IngestSum
     """
     files = resolve_inputs(config.inputs)
     decoder = formats.get(config.format) if config.format != "auto" else detect_format(files)
-    target = check_target(config.target)
+    target = check_target(config.target, spark)
     raw = decoder.read_files(spark, files)
     options = DecodeOptions(
         primary_keys=config.primary_keys, canal_dts_inverted=config.canal_dts_inverted, extra=config.extra
@@ -170,7 +165,11 @@ def ingest_batch(
     idempotent (see :class:`cdclake.apply.audit.Txn`).
     """
     summary = IngestSummary(decoder.name)
-    audit.check_layout(target)
+    audit.check_layout(target, spark)
+    kept = None
+    if decoder.keeps_context:  # records of earlier batches the decoder consults (Qlik metadata)
+        kept = audit.read_context(spark, target, decoder.name)
+        options = replace(options, context=kept)
     with batch_scope():  # the parse stage is released once the flat rows are cached
         decoded = decoder.decode(raw, options)
         # one row per event, per reject, and per record that decodes to nothing (pos null);
@@ -191,6 +190,8 @@ def ingest_batch(
             flat.unpersist()
             raise
     try:
+        if decoder.keeps_context:
+            audit.keep_context(spark, decoder.context_records(raw), kept, decoder.name, target, txn)
         for code, (n, n_events) in plan.records.items():
             summary.records_in += n
             if code is None:

@@ -10,11 +10,10 @@ Transactions: none are held back today (every batch is applied whole; DESIGN.md,
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from cdclake import targets
 from cdclake.apply import audit
 from cdclake.apply.plan import order_key
 from cdclake.errors import CdclakeError
@@ -32,11 +31,11 @@ def target_status(spark: SparkSession, target: str) -> dict:
     """
     from delta.tables import DeltaTable
 
-    root = Path(target)
-    if not (root / audit.LAYOUT_FILE).exists():
+    root = targets.resolve(target)
+    if not targets.TargetFiles(root, spark).exists(audit.LAYOUT_FILE):
         raise CdclakeError("INPUT_NOT_FOUND", f"{target} is not a cdclake target (no {audit.LAYOUT_FILE})")
-    audit.check_layout(str(root))
-    progress = audit.read_progress(spark, str(root.resolve())).rows
+    audit.check_layout(root, spark)
+    progress = audit.read_progress(spark, root).rows
     tables: dict[str, dict] = {}
     heartbeats: dict[str, int] = {}
     for r in progress:
@@ -60,7 +59,7 @@ def target_status(spark: SparkSession, target: str) -> dict:
         if r.get("lag_ms") is not None and (t["updated_at_ms"] is None or r.get("updated_at_ms") == t["updated_at_ms"]):
             t["lag_ms"] = r["lag_ms"]
     rejects: dict[str, int] = {}
-    rejects_path = str(root / audit.REJECTS)
+    rejects_path = targets.join(root, audit.REJECTS)
     if DeltaTable.isDeltaTable(spark, rejects_path):
         for row in spark.read.format("delta").load(rejects_path).groupBy("error_code").agg(F.count(F.lit(1)).alias("n")).collect():
             rejects[row["error_code"]] = int(row["n"])
@@ -71,7 +70,7 @@ def target_status(spark: SparkSession, target: str) -> dict:
         t["sources"] = sorted(set(t["sources"]))
         out_tables.append(t)
     return {
-        "target": str(root.resolve()),
+        "target": root,
         "tables": out_tables,
         "heartbeats": [{"source": s, "last_heartbeat_ms": v} for s, v in sorted(heartbeats.items())],
         "rejects": dict(sorted(rejects.items())),

@@ -89,8 +89,8 @@ def run_stream(spark: SparkSession, config: StreamConfig, out=None) -> StreamSum
     if config.format == "auto":
         raise CdclakeError("BAD_OPTION", "a stream needs --format (auto reads the first records of files)")
     decoder = formats.get(config.format)
-    target = check_target(config.target)
-    audit.check_layout(target)
+    target = check_target(config.target, spark)
+    audit.check_layout(target, spark)
     options = DecodeOptions(primary_keys=config.primary_keys, canal_dts_inverted=config.canal_dts_inverted, extra=config.extra)
     write = (lambda line: None) if out is False else (lambda line: print(line, file=out or sys.stdout, flush=True))
 

@@ -31,6 +31,17 @@ KAFKA_BROKER_VERSION = "4.0.0"
 COMMONS_POOL2_VERSION = "2.12.0"
 
 
+#: readers the tests open the targets with (not needed to run cdclake): delta-rs, the reader
+#: behind Polars and pandas users' scripts, and the pyarrow it hands tables over in
+DELTALAKE_VERSION = "1.6.6"
+PYARROW_VERSION = "26.0.1"
+
+
+def test_pins() -> list[str]:
+    """Requirement strings of the test-only readers (``bin/setup --test``)."""
+    return [f"deltalake=={DELTALAKE_VERSION}", f"pyarrow=={PYARROW_VERSION}"]
+
+
 def pip_pins() -> list[str]:
     """Requirement strings for pip, e.g. ``["pyspark==4.0.0", "delta-spark==4.0.0"]``."""
     return [f"pyspark=={SPARK_VERSION}", f"delta-spark=={DELTA_VERSION}"]
@@ -52,8 +63,10 @@ def maven_properties() -> list[str]:
 if __name__ == "__main__":  # used by bin/setup
     if sys.argv[1:] == ["--pip"]:
         print("\n".join(pip_pins()))
+    elif sys.argv[1:] == ["--pip-test"]:
+        print("\n".join(test_pins()))
     elif sys.argv[1:] == ["--maven"]:
         print(" ".join(maven_properties()))
     else:
-        print("usage: python -m cdclake.versions --pip | --maven", file=sys.stderr)
+        print("usage: python -m cdclake.versions --pip | --pip-test | --maven", file=sys.stderr)
         sys.exit(2)

@@ -99,26 +99,38 @@ def test_stream_options_are_checked_before_spark_starts(capsys, tmp_path, args, 
 
 
 def test_trigger_intervals_and_kafka_options():
-    from cdclake.cli import trigger_interval
+    from cdclake.cli import assignments, trigger_interval
+    from cdclake.errors import CdclakeError
     from cdclake.sources.kafka import kafka_options
 
     assert [trigger_interval(t) for t in ("10s", "500ms", "1m", "2h", "3 seconds")] == [
         "10 seconds", "500 milliseconds", "1 minutes", "2 hours", "3 seconds",
     ]
-    assert kafka_options(["security.protocol=SASL_SSL", "kafka.sasl.mechanism=PLAIN", "sasl.jaas.config=a=b;"]) == {
+    opts = assignments(["security.protocol=SASL_SSL", " kafka.sasl.mechanism =PLAIN", "sasl.jaas.config=a=b;"], "--kafka-option")
+    assert kafka_options(opts) == {
         "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "PLAIN", "kafka.sasl.jaas.config": "a=b;",
     }
+    for bad in ("no-equals", "=value"):
+        with pytest.raises(CdclakeError, match=f"--kafka-option '{bad}' is not NAME=VALUE"):
+            assignments([bad], "--kafka-option")
 
 
-def test_status_of_a_target(spark, capsys, tmp_path):
+def test_status_of_a_target_given_as_a_uri(spark, capsys, tmp_path):
+    """The target as a Hadoop file-system URI (``file://``, the code path of ``s3a://`` and
+    ``abfss://``): the layout marker, write probe and status go through Hadoop's FileSystem;
+    the tables land in the same folder a plain path names."""
     src = tmp_path / "in.txt"
     src.write_text(fixture_path("canal-json/apache-flink/canal-data.txt").read_text() + "not json\n")
-    assert run(["ingest", "--format", "canal-json", "--input", str(src), "--target", str(tmp_path / "lake"), "--quiet"], capsys)[0] == 0
-    code, out, _ = run(["status", "--target", str(tmp_path / "lake"), "--json"], capsys)
+    uri = f"file://{tmp_path}/lake/"
+    assert run(["ingest", "--format", "canal-json", "--input", str(src), "--target", uri, "--quiet"], capsys)[0] == 0
+    assert sorted(p.name for p in (tmp_path / "lake").iterdir()) == ["_cdclake", "inventory.products2"]
+    assert (tmp_path / "lake/_cdclake/layout.json").exists()
+    code, out, _ = run(["status", "--target", uri, "--json"], capsys)
     assert code == 0
     import json
 
     st = json.loads(out)
+    assert st["target"] == uri.rstrip("/")
     assert st["rejects"] == {"MALFORMED_JSON": 1} and st["held_transactions"] == 0
     t, ddl_only = st["tables"]
     # canal-data.txt: 9 inserts, 2 more, one of them deleted, two of the first deleted; the
@@ -129,4 +141,6 @@ def test_status_of_a_target(spark, capsys, tmp_path):
     code, out, _ = run(["status", "--target", str(tmp_path / "lake")], capsys)
     assert code == 0 and "inventory.products2" in out and "rejects: MALFORMED_JSON=1" in out
     code, _, err = run(["status", "--target", str(tmp_path / "nothing")], capsys)
+    assert code == 2 and "INPUT_NOT_FOUND" in err
+    code, _, err = run(["status", "--target", f"file://{tmp_path}/nothing"], capsys)
     assert code == 2 and "INPUT_NOT_FOUND" in err

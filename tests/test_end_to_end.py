@@ -12,6 +12,7 @@ from datetime import datetime
 
 from cdclake.pipeline import IngestConfig, ingest
 from tests.conftest import fixture_lines, fixture_path
+from tests.readers import assert_target_opens_in_delta_rs
 
 
 def rows(spark, target, name, *cols):
@@ -62,6 +63,7 @@ def test_canal_flink_file_and_rerun_is_a_no_op(spark, tmp_path):
     assert spark.read.format("delta").load(f"{target}/_cdclake/changelog").count() == 21
     progress = spark.read.format("delta").load(f"{target}/_cdclake/progress").where("table = 'inventory.products2'").first()
     assert progress["last_position_text"] == "1589374013000:12:1" and progress["last_event_time_ms"] == 1589374013000
+    assert_target_opens_in_delta_rs(spark, target)
 
 
 def test_canal_paimon_schema_evolution_adds_and_widens(spark, tmp_path):
@@ -80,6 +82,8 @@ def test_canal_paimon_schema_evolution_adds_and_widens(spark, tmp_path):
     assert dict(df.dtypes)["v2"] == "bigint"
     changes = [r["change"] for r in spark.read.format("delta").load(f"{target}/_cdclake/schema_history").orderBy("recorded_at_ms").collect()]
     assert changes[0].startswith("create table") and "add columns (v2 int)" in changes and "widen v2 int -> bigint" in changes
+    # v2 widened in place: only that table has type widening on, which delta-rs cannot read
+    assert_target_opens_in_delta_rs(spark, target, widened=("paimon_sync_database.t1",))
 
 
 def test_debezium_mysql_and_postgres(spark, tmp_path):
@@ -100,6 +104,7 @@ def test_debezium_mysql_and_postgres(spark, tmp_path):
     ingest(spark, IngestConfig("debezium-json", [str(fixture_path("debezium-json/apache-flink/debezium-postgres-data-schema-exclude.txt"))], str(target)))
     pg = rows(spark, target, "postgres.inventory.products", "id", "name")
     assert len(pg) == len(got) and pg[0] == (101, "scooter")
+    assert_target_opens_in_delta_rs(spark, target)
 
 
 def test_dataworks_paimon_files_and_split_update_with_key_change(spark, tmp_path):
@@ -127,6 +132,7 @@ def test_dataworks_paimon_files_and_split_update_with_key_change(spark, tmp_path
     p.write_text("\n".join(lines) + "\n")
     ingest(spark, IngestConfig("dataworks-json", [str(p)], str(target)))
     assert rows(spark, target, "d.t", "id", "val") == [(7, 1.5)]
+    assert_target_opens_in_delta_rs(spark, target)
 
 
 def test_bad_lines_go_to_rejects_and_good_ones_apply(spark, tmp_path):

@@ -24,8 +24,9 @@ from tests.roundtrip import (
 )
 
 pytestmark = pytest.mark.kafka
-#: formats read in two micro-batches (the others in one)
-MULTI_BATCH = ("canal-json",)
+#: formats read in two micro-batches (the others in one); Qlik's second batch holds data
+#: messages whose metadata messages came in the first (kept in _cdclake/decoder_context)
+MULTI_BATCH = ("canal-json", "qlik-json")
 
 
 def _records(spark, fmt: str, path) -> list[tuple]:
@@ -77,12 +78,28 @@ def test_a_restarted_query_goes_on_from_its_checkpoint_and_equals_the_file_inges
     half = len(records) // 2
     kafka_broker.produce(topic, records[:half])
     first = _stream(spark, kafka_broker, "canal-json", topic, tmp_path / "lake", tmp_path / "ckpt")
-    kafka_broker.produce(topic, records[half:])
+    # the second half carries Kafka headers, and two broken records sit among it: they are
+    # rejected with their Kafka coordinates and headers, the rest is applied
+    hdrs = [("trace-id", b"t-1"), ("empty", None)]
+    broken = [(b"k", b'{"data": [', None, [("why", b"truncated")]), (None, b"\xff\xfe not utf-8", None, [])]
+    tail = [(k, v, None, hdrs) for k, v in records[half:]]
+    kafka_broker.produce(topic, tail[:3] + broken + tail[3:])
     second = _stream(spark, kafka_broker, "canal-json", topic, tmp_path / "lake", tmp_path / "ckpt")
     third = _stream(spark, kafka_broker, "canal-json", topic, tmp_path / "lake", tmp_path / "ckpt")  # nothing new
 
     assert first.query_id == second.query_id == third.query_id  # the id lives in the checkpoint
-    assert (first.totals.records_in, second.totals.records_in, third.totals.records_in) == (half, len(records) - half, 0)
+    assert (first.totals.records_in, second.totals.records_in, third.totals.records_in) == (half, len(records) - half + 2, 0)
+    assert (first.totals.rejected, second.totals.rejected) == (0, 2)
+    rejects = spark.read.format("delta").load(str(tmp_path / "lake/_cdclake/rejects"))
+    got = sorted((r["error_code"], r["source_record"]["offset"], r["raw_key"] and bytes(r["raw_key"]),
+                  [(h["key"], h["value"] and bytes(h["value"])) for h in r["source_record"]["headers"] or []])
+                 for r in rejects.collect())
+    assert got == [("MALFORMED_JSON", half + 3, b"k", [("why", b"truncated")]), ("MALFORMED_JSON", half + 4, None, [])]
+    changelog = spark.read.format("delta").load(str(tmp_path / "lake/_cdclake/changelog"))
+    headers = {r["offset"]: [(h["key"], h["value"] and bytes(h["value"])) for h in r["headers"] or []]
+               for r in changelog.select("source_record.offset", "source_record.headers").collect()}
+    assert {o: h for o, h in headers.items() if o < half} == {o: [] for o in headers if o < half}
+    assert {o: h for o, h in headers.items() if o >= half} == {o: hdrs for o in headers if o >= half}
     ingest(spark, IngestConfig("canal-json", [str(path)], str(tmp_path / "files")))
     for name in ("inventory.products2",):
         assert _table(spark, tmp_path / "lake" / name) == _table(spark, tmp_path / "files" / name)
@@ -99,9 +116,11 @@ def _table(spark, path):
 
 def test_debezium_topics_of_one_connector_with_their_kafka_keys(spark, kafka_broker, tmp_path):
     """Debezium's own layout: one data topic per table, keyed by the row's primary key, with a
-    tombstone after each delete, and the schema-change topic (DDL, keyed by database) beside
-    them, read by one query through a topic pattern. The keys come from the Kafka keys (no
-    --primary-key), the tombstones decode to nothing, and the tables equal the oracle's."""
+    tombstone after each delete, the schema-change topic (DDL, keyed by database) and the
+    transaction-metadata topic (BEGIN/END) beside them, read by one query through a topic
+    pattern. The keys come from the Kafka keys (no --primary-key), the tombstones decode to
+    nothing, every BEGIN/END is a tx_begin/tx_end event with its END's event count, and the
+    tables equal the oracle's."""
     import json
     import re
 
@@ -122,6 +141,13 @@ def test_debezium_topics_of_one_connector_with_their_kafka_keys(spark, kafka_bro
                 topic = last_data_topic = f"{prefix}.{payload['source']['db']}.{payload['source']['table']}"
         by_topic.setdefault(topic, []).append((key, value))
     assert len(by_topic) >= 3 and any(v is None for recs in by_topic.values() for _, v in recs)
+    tx_records = enc.transaction_records(events)
+    by_topic[f"{prefix}.transaction"] = tx_records
+    tx_sizes = {}
+    for e in events:
+        if e["kind"] == "data" and e.get("tx_id") and e.get("present") is None:
+            tx_sizes[e["tx_id"]] = tx_sizes.get(e["tx_id"], 0) + 1
+    assert len(tx_records) == 2 * len(tx_sizes) > 0
     for topic, recs in by_topic.items():
         kafka_broker.create_topic(topic)
         kafka_broker.produce(topic, recs)
@@ -131,8 +157,11 @@ def test_debezium_topics_of_one_connector_with_their_kafka_keys(spark, kafka_bro
     s = run_stream(spark, config, out=False)
 
     tombstones = sum(1 for _, v in encoded.records if v is None)
-    assert (s.totals.records_in, s.totals.rejected) == (len(encoded.records), 0)
-    assert s.totals.events == len(encoded.records) - tombstones
+    assert (s.totals.records_in, s.totals.rejected) == (len(encoded.records) + len(tx_records), 0)
+    assert s.totals.events == len(encoded.records) - tombstones + len(tx_records)
+    markers = spark.read.format("delta").load(str(tmp_path / "lake/_cdclake/changelog")).where("kind like 'tx_%'")
+    got_tx = sorted((r["kind"], r["tx_id"], r["tx_size"]) for r in markers.select("kind", "tx_id", "tx_size").collect())
+    assert got_tx == sorted([("tx_begin", t, None) for t in tx_sizes] + [("tx_end", t, n) for t, n in tx_sizes.items()])
     rows, schemas = expected_tables(enc, events)
     assert_lake_matches(spark, tmp_path / "lake", rows, schemas)
     # every table with a key got it from the Kafka keys (a keyless table's records have none)

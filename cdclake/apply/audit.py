@@ -26,6 +26,10 @@ All are Delta tables under ``<target>/_cdclake/``:
   ``last_position_text`` (greatest applied), ``last_event_time_ms``, ``last_heartbeat_ms``,
   ``lag_ms`` (``updated_at_ms`` minus ``last_event_time_ms``), ``updated_at_ms``.
 
+* ``decoder_context``: records a format's decoder needs in later batches (``format``,
+  ``value`` binary, ``recorded_at_ms``): Qlik's metadata messages. Appended with the batch's
+  identity, each distinct value once per format; read by every batch of that format.
+
 ``_cdclake/layout.json`` names the layout of these tables (:data:`LAYOUT`); a target written in
 another layout is refused (:func:`check_layout`).
 """
@@ -38,7 +42,6 @@ import threading
 import time
 from dataclasses import dataclass
 from decimal import Decimal
-from pathlib import Path
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
@@ -47,7 +50,8 @@ from pyspark.sql import functions as F
 from cdclake.apply.delta_table import ApplyResult, TableState
 from cdclake.apply.plan import BatchPlan, order_key
 from cdclake.errors import CdclakeError
-from cdclake.model import EVENT_COLUMNS
+from cdclake.model import EVENT_COLUMNS, SOURCE_RECORD_SCHEMA
+from cdclake.targets import TargetFiles
 
 CHANGELOG = "_cdclake/changelog"
 REJECTS = "_cdclake/rejects"
@@ -55,6 +59,7 @@ SCHEMA_HISTORY = "_cdclake/schema_history"
 PROGRESS = "_cdclake/progress"
 #: positions of deleted keys, all target tables (see apply/delta_table.py)
 DELETES = "_cdclake/deletes"
+DECODER_CONTEXT = "_cdclake/decoder_context"
 LAYOUT_FILE = "_cdclake/layout.json"
 #: version of the ``_cdclake`` layout this code writes (1: per-table tombstones, merged changelog)
 LAYOUT = 2
@@ -112,18 +117,17 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def check_layout(target: str) -> None:
+def check_layout(target: str, spark: SparkSession | None = None) -> None:
     """Refuse a target whose ``_cdclake`` tables were written in another layout; mark a new
-    target with this one.
+    target with this one. ``spark``: needed for a URI target (see :mod:`cdclake.targets`).
 
     Raises:
         CdclakeError(TARGET_LAYOUT): the target holds ``_cdclake`` tables of another layout.
     """
-    root = Path(target)
-    marker = root / LAYOUT_FILE
-    if marker.exists():
+    files = TargetFiles(target, spark)
+    if files.exists(LAYOUT_FILE):
         try:
-            found = json.loads(marker.read_text(encoding="utf-8")).get("layout")
+            found = json.loads(files.read_text(LAYOUT_FILE)).get("layout")
         except (ValueError, AttributeError):
             found = None
         if found != LAYOUT:
@@ -132,19 +136,22 @@ def check_layout(target: str) -> None:
                 f"target {target} was written by a cdclake with _cdclake layout {found!r}; this one writes layout {LAYOUT}: use another target",
             )
         return
-    if (root / "_cdclake").exists() and any((root / "_cdclake").iterdir()):
+    if files.has_entries("_cdclake"):
         raise CdclakeError(
             "TARGET_LAYOUT",
             f"target {target} holds _cdclake tables of an older cdclake (layout 1); this one writes layout {LAYOUT}: use another target",
         )
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.write_text(json.dumps({"layout": LAYOUT}) + "\n", encoding="utf-8")
+    files.write_text(LAYOUT_FILE, json.dumps({"layout": LAYOUT}) + "\n")
 
 
-def append(df: DataFrame, path: str, txn: Txn | None = None) -> None:
+def append(df: DataFrame, path: str, txn: Txn | None = None, evolve: bool = False) -> None:
     """Append ``df`` to the Delta table at ``path`` (created from ``df``'s schema when missing),
-    idempotently when ``txn`` is given (Delta skips a (app id, version) it has committed)."""
+    idempotently when ``txn`` is given (Delta skips a (app id, version) it has committed).
+    ``evolve``: add the columns and struct fields ``df`` has and the table lacks (Delta's
+    ``mergeSchema``; e.g. ``source_record.headers`` on a changelog written before it existed)."""
     writer = df.write.format("delta").mode("append")
+    if evolve:
+        writer = writer.option("mergeSchema", "true")
     if txn is not None:
         writer = writer.option("txnAppId", txn.app_id).option("txnVersion", txn.version)
     writer.save(path)
@@ -152,7 +159,7 @@ def append(df: DataFrame, path: str, txn: Txn | None = None) -> None:
 
 def write_changelog(events: DataFrame, target: str, txn: Txn | None = None) -> None:
     """Append the batch's events (EVENT_SCHEMA) to the changelog."""
-    append(events.select(*EVENT_COLUMNS).withColumn("_ingested_at_ms", F.lit(now_ms())), f"{target}/{CHANGELOG}", txn)
+    append(events.select(*EVENT_COLUMNS).withColumn("_ingested_at_ms", F.lit(now_ms())), f"{target}/{CHANGELOG}", txn, evolve=True)
 
 
 def write_rejects(rejects: DataFrame, fmt: str, target: str, txn: Txn | None = None) -> None:
@@ -166,7 +173,31 @@ def write_rejects(rejects: DataFrame, fmt: str, target: str, txn: Txn | None = N
         "source_record",
         F.lit(now_ms()).alias("_ingested_at_ms"),
     )
-    append(df, f"{target}/{REJECTS}", txn)
+    append(df, f"{target}/{REJECTS}", txn, evolve=True)
+
+
+def read_context(spark: SparkSession, target: str, fmt: str) -> DataFrame | None:
+    """The records earlier batches kept for ``fmt``'s decoder (RAW_SCHEMA with ``key`` and
+    ``source_record`` null), or None when none were kept."""
+    path = f"{target}/{DECODER_CONTEXT}"
+    if not DeltaTable.isDeltaTable(spark, path):
+        return None
+    return spark.read.format("delta").load(path).where(F.col("format") == fmt).select(
+        F.lit(None).cast("binary").alias("key"), "value", F.lit(None).cast(SOURCE_RECORD_SCHEMA).alias("source_record")
+    )
+
+
+def keep_context(spark: SparkSession, records: DataFrame, kept: DataFrame | None, fmt: str, target: str, txn: Txn | None = None) -> int:
+    """Append the values of ``records`` (a decoder's :meth:`context_records`, few rows)
+    that ``kept`` (:func:`read_context`) does not hold yet; returns how many were added. One
+    Spark job (the rows are collected), one Delta commit when there is anything new."""
+    new = records if kept is None else records.join(kept.select("value"), "value", "left_anti")
+    values = [bytes(r["value"]) for r in new.collect()]
+    if values:
+        now = now_ms()
+        df = spark.createDataFrame([(fmt, v, now) for v in values], "format string, value binary, recorded_at_ms bigint")
+        append(df, f"{target}/{DECODER_CONTEXT}", txn)
+    return len(values)
 
 
 def write_deletes(frames: list[DataFrame], target: str, txn: Txn | None = None) -> None:

@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
+from cdclake import targets
 from cdclake.apply import audit
 from cdclake.apply.delta_table import ApplyResult, TableApply, TableState, prepare_table, write_table
 from cdclake.apply.plan import BatchPlan, plan_batch
@@ -39,7 +39,7 @@ from cdclake.apply.plan import BatchPlan, plan_batch
 
 def table_path(target: str, name: str) -> str:
     """Where the Delta table of source table ``name`` (qualified, dots kept) lives."""
-    return str(Path(target) / name)
+    return targets.join(target, name)
 
 
 def threads() -> int:
@@ -83,28 +83,38 @@ def apply_batch(
     Raises:
         CdclakeError(TARGET_LAYOUT): the target was written in another ``_cdclake`` layout.
     """
-    audit.check_layout(target)
+    audit.check_layout(target, spark)
     if plan is None:
         plan = plan_batch(events, primary_keys)
     progress = audit.read_progress(spark, target)
     states = progress.table_states()
     deletes_path = f"{target}/{audit.DELETES}"
 
-    # the appends carry the batch identity in their writer options: they run beside the
-    # tables' preparation, which must not carry it
-    first = [lambda: audit.write_changelog(events, target, txn), *(side_tasks or [])]
-    prepared = run_all(
-        [*first, *[lambda p=p: prepare_table(spark, p, table_path(target, p.name), states.get(p.name, TableState())) for p in plan.tables]]
-    )[len(first):]
+    # the appends carry the batch identity in their writer options, so they run beside both
+    # the tables' preparation (which must not carry it) and their MERGEs (which carry it as a
+    # session setting); they must have committed before the progress is written
+    appends = [lambda: audit.write_changelog(events, target, txn), *(side_tasks or [])]
     applied: list[TableApply] = []
+    pool = ThreadPoolExecutor(max_workers=len(appends), thread_name_prefix="cdclake-append")
+    pending = [pool.submit(t) for t in appends]
     try:
+        try:
+            prepared = run_all(
+                [lambda p=p: prepare_table(spark, p, table_path(target, p.name), states.get(p.name, TableState())) for p in plan.tables]
+            )
+            with audit.txn_session(spark, txn):
+                applied = run_all([lambda prep=prep: write_table(spark, events, prep, deletes_path) for prep in prepared])
+        finally:
+            pool.shutdown(wait=True)
+        for f in pending:
+            if f.exception() is not None:
+                raise f.exception()
+        results = {a.result.table: a.result for a in applied}
+        history = []
+        for p in plan.tables:
+            history.extend(audit.schema_history_rows(p.ddl, results.get(p.name), p.name))
+        deletes = [a.deletes for a in applied if a.deletes is not None]
         with audit.txn_session(spark, txn):
-            applied = run_all([lambda prep=prep: write_table(spark, events, prep, deletes_path) for prep in prepared])
-            results = {a.result.table: a.result for a in applied}
-            history = []
-            for p in plan.tables:
-                history.extend(audit.schema_history_rows(p.ddl, results.get(p.name), p.name))
-            deletes = [a.deletes for a in applied if a.deletes is not None]
             run_all(
                 [
                     lambda: audit.write_deletes(deletes, target, txn),

@@ -23,15 +23,19 @@ Semantics (DESIGN.md, "Semantics the applier guarantees"):
 Commits per batch and table: one (the MERGE, or the write that creates the table); a truncate
 adds a DELETE, a schema change an ALTER TABLE (rare events).
 
-Target tables hold the source columns (source names and types) plus :data:`META_COLUMNS`, and use
-Delta column mapping (``name`` mode, so source names such as ``#alibaba_rds_row_id#`` or names
-with spaces are legal and columns can later be renamed or dropped). Type widening (the
-``typeWidening`` table feature, which delta-rs cannot read yet) is enabled on a table only when
-one of its columns widens in place.
+Target tables hold the source columns (source names and types) plus :data:`META_COLUMNS`, with
+the lowest Delta protocol their data needs, so that every Delta reader opens them: column
+mapping (``name`` mode) only when a column name holds a character Delta refuses without it
+(:func:`needs_column_mapping`: space, ``,;{}()=``, newline, tab; turned on by ALTER before such
+a column is added to an existing table), type widening (the ``typeWidening`` table feature,
+which delta-rs cannot read yet) only when one of its columns widens in place. delta-rs 1.6.6's
+pyarrow/pandas path reads a column-mapped table of reader version 2 as all NULLs without an
+error (its SQL ``QueryBuilder`` reads it right): measured, see tests/readers.py.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from delta.tables import DeltaTable
@@ -51,10 +55,23 @@ META_COLUMNS = {
     "_cdc_event_time_ms": "bigint",  # its commit time at the source, ms since epoch
 }
 
-#: properties of a new target table: column mapping only (read by Spark and delta-rs alike)
-TABLE_PROPERTIES = {
-    "delta.columnMapping.mode": "name",
-}
+#: what Delta refuses in a column name unless the table has column mapping (Parquet's limits)
+_NEEDS_MAPPING = re.compile(r"[ ,;{}()\n\t=]")
+#: the table property that turns column mapping on (name mode)
+COLUMN_MAPPING = {"delta.columnMapping.mode": "name"}
+
+
+def needs_column_mapping(names) -> bool:
+    """True when one of ``names`` (column names) holds a character Delta refuses without
+    column mapping (space, ``,;{}()=``, newline, tab)."""
+    return any(_NEEDS_MAPPING.search(n) for n in names)
+
+
+def table_properties(names) -> dict[str, str]:
+    """Properties of a new target table with columns ``names``: nothing, so that every Delta
+    reader opens it (delta-rs 1.6.6's pyarrow/pandas path reads a column-mapped table of
+    reader version 2 as all NULLs, silently), except column mapping when a name needs it."""
+    return dict(COLUMN_MAPPING) if needs_column_mapping(names) else {}
 
 
 #: key types whose batch range is put into the MERGE condition (see :func:`_merge`)
@@ -131,6 +148,9 @@ def evolve_table(spark: SparkSession, path: str, plan: TablePlan) -> tuple[dict[
     changes: list[str] = []
     current = _source_columns(spark, path)
     added = {n: t for n, t in plan.columns.items() if n not in current}
+    if added and needs_column_mapping(added) and not _has_column_mapping(spark, path):
+        spark.sql(f"ALTER TABLE delta.{q(path)} SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name')")
+        changes.append("column mapping on (a new column name needs it)")
     if added:
         cols_sql = ", ".join(f"{q(n)} {t}" for n, t in added.items())
         spark.sql(f"ALTER TABLE delta.{q(path)} ADD COLUMNS ({cols_sql})")
@@ -154,6 +174,11 @@ def evolve_table(spark: SparkSession, path: str, plan: TablePlan) -> tuple[dict[
     return (_source_columns(spark, path) if changes else current), changes
 
 
+def _has_column_mapping(spark: SparkSession, path: str) -> bool:
+    props = DeltaTable.forPath(spark, path).detail().select("properties").first()["properties"] or {}
+    return props.get("delta.columnMapping.mode", "none") != "none"
+
+
 def _source_columns(spark: SparkSession, path: str) -> dict[str, str]:
     schema = DeltaTable.forPath(spark, path).toDF().schema
     return {f.name: f.dataType.simpleString() for f in schema.fields if f.name not in META_COLUMNS}
@@ -163,7 +188,7 @@ def _create_empty(spark: SparkSession, path: str, cols: dict[str, str]) -> None:
     builder = DeltaTable.createIfNotExists(spark).location(path)
     for name, typ in {**cols, **META_COLUMNS}.items():
         builder = builder.addColumn(name, typ)
-    for k, v in TABLE_PROPERTIES.items():
+    for k, v in table_properties(cols).items():
         builder = builder.property(k, v)
     builder.execute()
 
@@ -251,7 +276,7 @@ def write_table(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_
             observed = Observation()
             rows = src.where(F.col("_op") != "d").observe(observed, F.count(F.lit(1)).alias("n"))
             writer = _as_table_rows(rows, columns).write.format("delta").mode("append")
-            for k, v in TABLE_PROPERTIES.items():
+            for k, v in table_properties(columns).items():
                 writer = writer.option(k, v)
             writer.save(path)
             result.inserted = int(observed.get["n"])

@@ -250,7 +250,10 @@ def summarize(events: DataFrame, primary_keys: dict[str, list[str]] | None = Non
         F.collect_list(
             F.when(tabled & (F.col("kind") == "ddl"), F.struct(order.alias("order"), F.col("position.text").alias("text"), F.col("ddl")))
         ).alias("ddls"),
-        F.max("position").alias("last_position"),
+        # positions of data and DDL only: a heartbeat's or transaction marker's position is
+        # another coordinate (Debezium: a bare ts_ms) that does not order with them; their
+        # event times do move the source's event time (and so its lag)
+        F.max(F.when(F.col("kind").isin("data", "ddl"), F.col("position"))).alias("last_position"),
         F.max("event_time_ms").alias("last_event_time_ms"),
         F.max(F.when(F.col("kind") == "heartbeat", F.col("event_time_ms"))).alias("last_heartbeat_ms"),
         F.grouping("source").alias("by_table"),

@@ -44,11 +44,15 @@ class DecodeOptions:
     canal_dts_inverted: Canal JSON written by a DTS instance created before 2022-03-20
         (``old`` and ``data`` swapped for UPDATE; see ``formats/canal_json``).
     extra: format-specific settings by name.
+    context: raw records (RAW_SCHEMA, ``source_record`` null) that earlier batches into the same
+        target kept for a decoder with ``keeps_context`` (Qlik: its metadata messages); the
+        decoder may consult them, never decodes them to events. None: no earlier batch kept any.
     """
 
     primary_keys: dict[str, list[str]] = field(default_factory=dict)
     canal_dts_inverted: bool = False
     extra: dict[str, str] = field(default_factory=dict)
+    context: DataFrame | None = None
 
 
 class Decoder(ABC):
@@ -71,6 +75,16 @@ class Decoder(ABC):
         Must not raise on bad records: a record that cannot be decoded gets ``error_code``
         (a :class:`cdclake.errors.RejectCode` value) and ``error_message`` and no events.
         """
+
+    #: whether later batches need records of this one (:meth:`context_records`): the pipeline
+    #: keeps them under ``<target>/_cdclake/decoder_context`` and hands them back in
+    #: ``DecodeOptions.context``
+    keeps_context: bool = False
+
+    def context_records(self, raw: DataFrame) -> DataFrame:
+        """The records of ``raw`` (RAW_SCHEMA) that later batches need to decode theirs, as
+        ``value binary`` rows (only for decoders with ``keeps_context``)."""
+        raise NotImplementedError(f"{self.name} keeps no context")
 
     def read_files(self, spark, paths: list[str]) -> DataFrame:
         """Raw records (RAW_SCHEMA) from files of this format. Default: one message per line

@@ -556,7 +556,7 @@ class _Run:
             "event_time_ms": self.time_ms,
             "source_record": {
                 "topic": None, "partition": None, "offset": None, "timestamp_ms": None,
-                "file": SOURCE_FILE, "line": len(self.events) + 1,
+                "file": SOURCE_FILE, "line": len(self.events) + 1, "headers": None,
             },
         }
         assert list(e) == EVENT_COLUMNS

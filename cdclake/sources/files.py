@@ -21,7 +21,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdclake.errors import CdclakeError
-from cdclake.model import RAW_SCHEMA
+from cdclake.model import RAW_SCHEMA, source_record_col
 
 
 def resolve_inputs(paths: list[str]) -> list[str]:
@@ -115,13 +115,6 @@ def number_records(df: DataFrame, value: Column, keep: Column | None = None) -> 
     raw = numbered.where("keep").select(
         F.lit(None).cast("binary").alias("key"),
         "value",
-        F.struct(
-            F.lit(None).cast("string").alias("topic"),
-            F.lit(None).cast("int").alias("partition"),
-            F.lit(None).cast("long").alias("offset"),
-            F.lit(None).cast("long").alias("timestamp_ms"),
-            F.col("file"),
-            F.col("line"),
-        ).alias("source_record"),
+        source_record_col(file=F.col("file"), line=F.col("line")).alias("source_record"),
     )
     return raw.select([F.col(f.name).cast(f.dataType) for f in RAW_SCHEMA.fields])

@@ -3,11 +3,12 @@
 
 :func:`read_kafka` opens the stream; :func:`kafka_raw` turns a micro-batch of the source's rows
 (``key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp,
-timestampType int``) into :data:`cdclake.model.RAW_SCHEMA`:
+timestampType int, headers array<struct<key string, value binary>>``) into :data:`cdclake.model.RAW_SCHEMA`:
 
 * ``key``, ``value``: the record's bytes as they are (a null value is a Kafka tombstone);
-* ``source_record``: ``topic``, ``partition``, ``offset`` and ``timestamp_ms`` (the record's
-  Kafka timestamp in ms since the epoch, UTC); ``file`` and ``line`` null.
+* ``source_record``: ``topic``, ``partition``, ``offset``, ``timestamp_ms`` (the record's
+  Kafka timestamp in ms since the epoch, UTC) and ``headers`` (``array<struct<key string,
+  value binary>>`` in the record's order, null when it has none); ``file`` and ``line`` null.
 
 Text formats read the value as UTF-8 (their decoders do); DTS Avro reads it as one Avro binary
 datum of ``Record`` (no container file), which is what DTS writes to Kafka.
@@ -21,7 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdclake.errors import CdclakeError
-from cdclake.model import RAW_SCHEMA
+from cdclake.model import RAW_SCHEMA, source_record_col
 
 
 @dataclass
@@ -60,6 +61,7 @@ class KafkaInput:
             # records deleted by retention before they were read stop the query: nothing is
             # skipped silently (a user who accepts the loss passes failOnDataLoss=false)
             "failOnDataLoss": "true",
+            "includeHeaders": "true",  # into source_record.headers
         }
         if self.topics:
             opts["subscribe"] = ",".join(self.topics)
@@ -71,21 +73,11 @@ class KafkaInput:
         return opts
 
 
-def kafka_options(values: list[str]) -> dict[str, str]:
-    """``--kafka-option NAME=VALUE`` values as Kafka source options: a NAME without the
-    ``kafka.`` prefix gets it (``security.protocol=SASL_SSL`` -> ``kafka.security.protocol``).
-
-    Raises:
-        CdclakeError(BAD_OPTION): a value that is not NAME=VALUE.
-    """
-    out: dict[str, str] = {}
-    for v in values or []:
-        name, sep, value = v.partition("=")
-        name = name.strip()
-        if not sep or not name:
-            raise CdclakeError("BAD_OPTION", f"--kafka-option {v!r} is not NAME=VALUE")
-        out[name if name.startswith("kafka.") else f"kafka.{name}"] = value
-    return out
+def kafka_options(settings: dict[str, str]) -> dict[str, str]:
+    """Kafka consumer settings (``--kafka-option NAME=VALUE``, parsed) as Kafka source
+    options: a NAME without the ``kafka.`` prefix gets it (``security.protocol`` ->
+    ``kafka.security.protocol``)."""
+    return {name if name.startswith("kafka.") else f"kafka.{name}": value for name, value in settings.items()}
 
 
 def read_kafka(spark: SparkSession, source: KafkaInput) -> DataFrame:
@@ -99,17 +91,13 @@ def read_kafka(spark: SparkSession, source: KafkaInput) -> DataFrame:
 
 def kafka_raw(rows: DataFrame) -> DataFrame:
     """Kafka source rows (``key``, ``value``, ``topic``, ``partition``, ``offset``,
-    ``timestamp``) as raw records (RAW_SCHEMA)."""
+    ``timestamp``, ``headers``) as raw records (RAW_SCHEMA)."""
     raw = rows.select(
         F.col("key"),
         F.col("value"),
-        F.struct(
-            F.col("topic"),
-            F.col("partition").cast("int").alias("partition"),
-            F.col("offset").cast("long").alias("offset"),
-            F.unix_millis(F.col("timestamp")).alias("timestamp_ms"),
-            F.lit(None).cast("string").alias("file"),
-            F.lit(None).cast("long").alias("line"),
+        source_record_col(
+            topic=F.col("topic"), partition=F.col("partition"), offset=F.col("offset"),
+            timestamp_ms=F.unix_millis(F.col("timestamp")), headers=F.col("headers"),
         ).alias("source_record"),
     )
     return raw.select([F.col(f.name).cast(f.dataType) for f in RAW_SCHEMA.fields])

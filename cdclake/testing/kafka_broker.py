@@ -48,7 +48,11 @@ DEFAULT_PORT = 9092
 JVM_OPTS = ["-Xmx512m", "-Xms64m", "-Djava.awt.headless=true"]
 
 #: a record for :meth:`KafkaBroker.produce`: ``(key, value)`` or ``(key, value, partition)``
-Record = Union[tuple[Optional[bytes], Optional[bytes]], tuple[Optional[bytes], Optional[bytes], int]]
+Record = Union[
+    tuple[Optional[bytes], Optional[bytes]],
+    tuple[Optional[bytes], Optional[bytes], Optional[int]],
+    tuple[Optional[bytes], Optional[bytes], Optional[int], list[tuple[str, Optional[bytes]]]],
+]
 
 
 
@@ -411,9 +415,9 @@ class KafkaBroker:
     def produce(self, topic: str, records: Iterable[Record], timeout_s: float = 30) -> int:
         """Write ``records`` to ``topic`` and return how many were written, once all are
         acknowledged (``acks=all``, idempotent producer: each record is written once, also when
-        the broker restarts meanwhile). A record is ``(key, value)`` or ``(key, value, partition)``
-        with bytes or None for key and value; without a partition the producer picks one from
-        the key. Raises RuntimeError on the first delivery error or when not all records are
+        the broker restarts meanwhile). A record is ``(key, value)``, ``(key, value, partition)``
+        or ``(key, value, partition, headers)`` with bytes or None for key and value; without a
+        partition (None) the producer picks one from the key; headers: ``[(name, bytes | None)]``. Raises RuntimeError on the first delivery error or when not all records are
         acknowledged within ``timeout_s`` seconds."""
         ck = _kafka()
         # idempotent: a batch resent after a lost acknowledgement (say, across a broker
@@ -429,6 +433,8 @@ class KafkaBroker:
         for rec in records:
             key, value = rec[0], rec[1]
             kwargs = {"partition": rec[2]} if len(rec) > 2 and rec[2] is not None else {}
+            if len(rec) > 3 and rec[3]:
+                kwargs["headers"] = list(rec[3])
             while True:
                 try:
                     producer.produce(topic, value=value, key=key, on_delivery=on_delivery, **kwargs)

@@ -228,3 +228,33 @@ def test_progress_is_reread_after_another_writer_commits(spark, tmp_path):
     apply(spark, tmp_path, [ev("u", 2, row(1, "b"), row(1, "a"))])
     rows = {(r["source"], r["table"]): r for r in spark.read.format("delta").load(f"{tmp_path}/{audit.PROGRESS}").collect()}
     assert ("elsewhere", None) in rows and rows[(None, "db.t")]["last_position_text"] == "2" and rows[(None, "db.t")]["rows"] == 1
+
+
+def test_progress_keeps_data_positions_apart_from_heartbeats_and_markers(spark, tmp_path):
+    # a heartbeat's and a transaction marker's positions are other coordinates (Debezium: a
+    # bare ts_ms): the source's last position is its data's; the heartbeat moves its event time
+    untabled = {"database": None, "table": None, "op": None, "primary_key": None, "columns": None}
+    beat = {**ev(None, 900, kind="heartbeat"), **untabled}
+    end = {**ev(None, 800, kind="tx_end"), **untabled, "tx_id": "x", "tx_size": 1}
+    apply(spark, tmp_path, [ev("c", 5, row(1, "a")), beat, end])
+    rows = spark.read.format("delta").load(f"{tmp_path}/_cdclake/progress").where("source = 'mem' and table is null").collect()
+    assert [(r["last_position_text"], r["last_heartbeat_ms"], r["last_event_time_ms"]) for r in rows] == [("5", 900_000, 900_000)]
+    assert table(spark, tmp_path) == [(1, "a", None)]
+
+
+def test_column_mapping_only_when_a_name_needs_it(spark, tmp_path):
+    # plain names: no column mapping, so every Delta reader (delta-rs's pandas path too) reads
+    # the table; a later column whose name has a space turns column mapping on first
+    from tests.readers import delta_rs_rows, has_column_mapping
+
+    apply(spark, tmp_path, [ev("c", 1, row(1, "a", "1.50"))])
+    assert not has_column_mapping(tmp_path / "db.t")
+    assert [(r["id"], r["name"]) for r in delta_rs_rows(tmp_path / "db.t")] == [(1, "a")]
+    spaced = {"name": "unit price", "source_type": "int", "spark_type": "int", "precision": None, "scale": None, "nullable": True}
+    apply(spark, tmp_path, [ev("u", 2, {**row(1, "b", "1.50"), "unit price": "7"}, row(1, "a", "1.50"), columns=[*COLS, spaced])])
+    assert has_column_mapping(tmp_path / "db.t")
+    got = spark.read.format("delta").load(f"{tmp_path}/db.t").collect()
+    assert [(r["id"], r["name"], r["unit price"]) for r in got] == [(1, "b", 7)]
+    assert [(r["id"], r["name"], r["unit price"]) for r in delta_rs_rows(tmp_path / "db.t")] == [(1, "b", 7)]
+    history = spark.read.format("delta").load(f"{tmp_path}/_cdclake/schema_history").collect()
+    assert any(r["change"] == "column mapping on (a new column name needs it)" for r in history)

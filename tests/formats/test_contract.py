@@ -17,7 +17,7 @@ GARBAGE = [b"", b"\x00\xff\xfe binary", b"{not json", b"[1,2,3]", b'"a string"',
 
 def raw_df(spark, values):
     rows = [
-        (None, v, (None, None, None, None, "mem", i + 1)) for i, v in enumerate(values)
+        (None, v, (None, None, None, None, "mem", i + 1, None)) for i, v in enumerate(values)
     ]
     return spark.createDataFrame(rows, RAW_SCHEMA)
 

@@ -495,6 +495,41 @@ class DebeziumJsonEncoder(Encoder):
                 out.units.append(start)
         return out
 
+    def transaction_records(self, events: Iterable[dict]) -> list[tuple[bytes, bytes]]:
+        """The transaction-metadata topic's records (``<prefix>.transaction``, with
+        ``provide.transaction.metadata=true``) for the data events of ``events`` that
+        :meth:`encode` writes with a transaction id: per transaction, in order of its first
+        event, a ``BEGIN`` (``event_count``/``data_collections`` null) and an ``END`` whose
+        ``event_count`` is the number of its events and ``data_collections`` the count per
+        ``db.table`` in order of first appearance; ``ts_ms`` = its first and last event's
+        time. Key: ``{"id": <transaction id>}``. Seed ``003_3602ce7387367728.txt``
+        section 3.2.8 (トランザクション境界を表すイベント).
+        """
+        txs: dict[str, list[dict]] = {}
+        for e in events:
+            if e["kind"] == "data" and e.get("tx_id") is not None and not self._skip_reason(e):
+                txs.setdefault(e["tx_id"], []).append(e)
+        dc_schema = {"type": "struct", "optional": False, "fields": [_f("string", "data_collection"), _f("int64", "event_count")]}
+        schema = {
+            "type": "struct", "optional": False, "name": "io.debezium.connector.common.TransactionMetadataValue",
+            "fields": [
+                _f("string", "status"), _f("string", "id"), _f("int64", "event_count", True),
+                {"type": "array", "items": dc_schema, "optional": True, "field": "data_collections"}, _f("int64", "ts_ms"),
+            ],
+        }
+        key_schema = {"type": "struct", "optional": False, "name": "io.debezium.connector.common.TransactionMetadataKey",
+                      "fields": [_f("string", "id")]}
+        out = []
+        for tx_id, evs in txs.items():
+            per_table = Counter(f"{e['database']}.{e['table']}" for e in evs)
+            for status, ms, count, dcs in (
+                ("BEGIN", evs[0].get("event_time_ms"), None, None),
+                ("END", evs[-1].get("event_time_ms"), len(evs), [{"data_collection": t, "event_count": n} for t, n in per_table.items()]),
+            ):
+                value = {"status": status, "id": tx_id, "event_count": count, "data_collections": dcs, "ts_ms": ms or 0}
+                out.append((dumps(self._wrap(key_schema, {"id": tx_id})), dumps(self._wrap(schema, value))))
+        return out
+
     def _count_losses(self, e: dict, out: Encoded) -> None:
         if e.get("tx_size") is not None or e.get("tx_last") is not None:
             out.dropped["transaction sizes and last flags (only the END marker carries event_count)"] += 1

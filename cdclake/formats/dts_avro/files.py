@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import to_avro
 
 from cdclake.formats.dts_avro.schema import RECORD_FIELDS, RECORD_SCHEMA_JSON
-from cdclake.model import RAW_SCHEMA
+from cdclake.model import RAW_SCHEMA, source_record_col
 from cdclake.sources.files import resolve_inputs
 
 
@@ -60,13 +60,6 @@ def read_avro_records(spark: SparkSession, paths: list[str]) -> DataFrame:
     raw = numbered.select(
         F.lit(None).cast("binary").alias("key"),
         F.col("value"),
-        F.struct(
-            F.lit(None).cast("string").alias("topic"),
-            F.lit(None).cast("int").alias("partition"),
-            F.lit(None).cast("long").alias("offset"),
-            F.lit(None).cast("long").alias("timestamp_ms"),
-            F.col("file"),
-            (F.col("first") + F.col("mid") - F.col("min_mid")).alias("line"),
-        ).alias("source_record"),
+        source_record_col(file=F.col("file"), line=F.col("first") + F.col("mid") - F.col("min_mid")).alias("source_record"),
     )
     return raw.select([F.col(f.name).cast(f.dataType) for f in RAW_SCHEMA.fields])

@@ -99,14 +99,18 @@ without columns or with a column lacking a positive integer ``ordinal``; ``UNKNO
 in the batch); ``MISSING_IMAGE``; ``BAD_POSITION``; ``BAD_VALUE``. A Kafka tombstone decodes to
 no event and is not an error.
 
-Limitation (a decoder sees one batch): a data message whose metadata message is not in the
-same batch is decoded without it: its values are kept as strings (``columns`` null, so the
-applier takes the columns from the image keys, typed string), ``primary_key`` is null (use
-``--primary-key``), and its ``columnMask`` is resolved by position instead of ordinal (bit
-``i`` = the ``i+1``-th key of ``data``, which Qlik writes in ordinal order, as ``dataSchema``
-in Metadata.json shows); a wrapped data message, which names no table itself, is then rejected
-with ``MISSING_TABLE``. Deliver each table's metadata message with its data (Qlik re-sends it
-when a task starts and after every DDL) or ingest the metadata topic in the same batch.
+Metadata of earlier batches: the valid metadata messages of every batch are kept under
+``<target>/_cdclake/decoder_context`` (``keeps_context``; see :mod:`cdclake.pipeline`) and
+come back in ``DecodeOptions.context``, so a data message whose metadata message arrived in an
+earlier micro-batch, file ingest or run into the same target is tied to it as if it were in
+its own batch (a kept message loses a tie of equal ``tableVersion`` to one of the batch).
+A data message whose metadata message was never seen is decoded without it: its values are
+kept as strings (``columns`` null, so the applier takes the columns from the image keys, typed
+string), ``primary_key`` is null (use ``--primary-key``), and its ``columnMask`` is resolved by
+position instead of ordinal (bit ``i`` = the ``i+1``-th key of ``data``, which Qlik writes in
+ordinal order, as ``dataSchema`` in Metadata.json shows); a wrapped data message, which names
+no table itself, is then rejected with ``MISSING_TABLE``. Qlik sends each table's metadata
+message before its data (again when a task starts and after every DDL).
 """
 
 from __future__ import annotations
@@ -144,6 +148,8 @@ OPS = {"REFRESH": "r", "INSERT": "c", "UPDATE": "u", "DELETE": "d"}
 _DECIMAL_RE = "^[0-9]{1,38}$"
 _HEX_RE = "^[0-9A-Fa-f]+$"
 _MAX_INT = 2147483647
+#: a record that may be a metadata message (only those are parsed a second time)
+_MAYBE_MD = "instr(cast(value as string), 'tableStructure') > 0"
 
 
 def _in(col: str, values) -> str:
@@ -239,6 +245,12 @@ class QlikJsonDecoder(Decoder):
         partial_images=True,
     )
 
+    keeps_context = True
+
+    def context_records(self, raw: DataFrame) -> DataFrame:
+        """The valid metadata messages of ``raw`` (``value binary``, distinct)."""
+        return self._prepare(raw.where(_MAYBE_MD)).where("md is not null").select("value").distinct()
+
     def _prepare(self, raw: DataFrame) -> DataFrame:
         """Parse ``raw`` and add the columns both forms share: ``rtype`` (MD/DT), ``hdr``,
         ``data_raw``/``before_data_raw``, names, link ids, and ``md`` (the metadata message's
@@ -318,9 +330,10 @@ class QlikJsonDecoder(Decoder):
         # that can be one are parsed a second time. A cross join with that one row keeps every
         # record exactly once. collect_list skips the nulls of records that are no valid MD (a
         # filter on ``md`` would be pushed below the parse and parse each record once per field).
-        mds = self._prepare(raw.where("instr(cast(value as string), 'tableStructure') > 0")).agg(
-            F.expr("collect_list(md)").alias("_mds")
-        )
+        candidates = raw.where(_MAYBE_MD)
+        if options.context is not None:  # metadata messages of earlier batches (no coordinates)
+            candidates = candidates.unionByName(options.context)
+        mds = self._prepare(candidates).agg(F.expr("collect_list(md)").alias("_mds"))
         df = df.crossJoin(F.broadcast(mds))
         meta = "coalesce({}, {}, {})".format(
             _pick("m.id = link_id"),

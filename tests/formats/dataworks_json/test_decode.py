@@ -458,7 +458,7 @@ def test_datahub_blob_bytes_and_tombstone(spark):
     from cdclake.model import RAW_SCHEMA
 
     def rec(value, offset):
-        return (None, value, (None, 0, offset, None, None, None))
+        return (None, value, (None, 0, offset, None, None, None, None))
 
     raw = spark.createDataFrame(
         [rec(S000_UPDATE_AFTER.encode("utf-8"), 0), rec(None, 1), rec(b"\xff\xfe\x00{", 2)], RAW_SCHEMA

@@ -53,7 +53,7 @@ def decode_raw(spark, records):
         (
             None if k is None else k.encode("utf-8"),
             None if v is None else v.encode("utf-8"),
-            ("t", 0, i, None, None, i + 1),
+            ("t", 0, i, None, None, i + 1, None),
         )
         for i, (k, v) in enumerate(records)
     ]

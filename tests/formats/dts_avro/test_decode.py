@@ -206,7 +206,7 @@ TOMBSTONE = None
 
 
 def sr(i):
-    return (None, None, None, None, "kafka-like", i)
+    return (None, None, None, None, "kafka-like", i, None)
 
 
 @pytest.fixture(scope="module")

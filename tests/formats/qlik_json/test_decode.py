@@ -335,7 +335,7 @@ def test_kafka_records_tombstone_and_binary(spark):
     from cdclake.model import RAW_SCHEMA
 
     def rec(value, offset):
-        return (None, value, ("qlik", 0, offset, None, None, None))
+        return (None, value, ("qlik", 0, offset, None, None, None, None))
 
     raw = spark.createDataFrame(
         [rec(real("Metadata.json").encode(), 0), rec(real("Data.json").encode(), 1), rec(None, 2), rec(b"\xff\xfe\x00{", 3)], RAW_SCHEMA
