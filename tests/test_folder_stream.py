@@ -27,12 +27,18 @@ def test_files_are_read_once_each_as_they_land(spark, tmp_path):
         return run_stream(spark, config, out=False)
 
     first = run()
-    (inbox / "part2.jsonl").write_text("\n".join(parts[2]) + "\n")
+    # the late file has a broken line in the middle: rejected with its file and line, the rest applied
+    late = [*parts[2][:1], '{"data": [{"id": ', *parts[2][1:]]
+    (inbox / "part2.jsonl").write_text("\n".join(late) + "\n")
     second = run()
 
     assert (first.batches, second.batches) == (2, 1)
-    assert (first.totals.records_in, second.totals.records_in) == (2 * third, len(lines) - 2 * third)
-    assert first.totals.rejected == second.totals.rejected == 0
+    assert (first.totals.records_in, second.totals.records_in) == (2 * third, len(lines) - 2 * third + 1)
+    assert (first.totals.rejected, second.totals.rejected) == (0, 1)
+    rejects = spark.read.format("delta").load(str(tmp_path / "lake/_cdclake/rejects")).collect()
+    assert [(r["error_code"], r["source_record"]["file"].rsplit("/", 1)[-1], r["source_record"]["line"]) for r in rejects] == [
+        ("MALFORMED_JSON", "part2.jsonl", 2)
+    ]
     ingest(spark, IngestConfig("canal-json", [str(tmp_path / "canal-data.txt")], str(tmp_path / "files")))
     name = "inventory.products2"
     assert _table(spark, tmp_path / "lake" / name) == _table(spark, tmp_path / "files" / name)

@@ -463,7 +463,7 @@ def _fold(
         src = rows.groupBy(*keys).agg(F.max_by(F.struct(*payload), "_ord").alias("w")).select(*keys, "w.*")
     src = src.withColumn("_key_json", F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in key])))
     if _needs_delete_check(plan, state) and DeltaTable.isDeltaTable(spark, deletes_path):
-        src = _drop_older_than_deletes(spark, src, plan.name, deletes_path)
+        src = _drop_older_than_deletes(spark, src, plan.name, deletes_path, {k: columns[k] for k in key})
     src = src.persist()
     return src, [src]
 
@@ -476,14 +476,24 @@ def _needs_delete_check(plan: TablePlan, state: TableState) -> bool:
     return ranked_key(*plan.min_data) < ranked_key(1, state.delete_position)
 
 
-def _drop_older_than_deletes(spark: SparkSession, src: DataFrame, table: str, deletes_path: str) -> DataFrame:
+def _drop_older_than_deletes(
+    spark: SparkSession, src: DataFrame, table: str, deletes_path: str, key_types: dict[str, str]
+) -> DataFrame:
     """Drop the batch's winners that are older than a delete of the same key remembered from
-    earlier batches."""
+    earlier batches.
+
+    A remembered key is JSON written with the key's types *of its batch*; it is read back with
+    the table's types now (``key_types``: key column -> Spark type) and written again, so it
+    matches the batch's ``_key_json`` after a key column widened (``1`` -> ``1.00`` for int ->
+    decimal(12,2), a date -> its midnight timestamp) or, for a keyless table (whole-image key),
+    after a column was added (a missing field reads as null, which ``to_json`` leaves out on
+    both sides)."""
+    schema = ", ".join(f"{q(k)} {t}" for k, t in key_types.items())
     deletes = (
         spark.read.format("delta")
         .load(deletes_path)
         .where(F.col("table") == F.lit(table))
-        .groupBy(F.col("key").alias("_key_json"))
+        .groupBy(F.to_json(F.from_json(F.col("key"), schema)).alias("_key_json"))
         .agg(F.max("position").alias("_tomb_pos"))
     )
     newer = F.struct(F.col("_ord._rank"), F.col("_ord.pos"))

@@ -27,9 +27,6 @@ from pyspark.sql import functions as F
 from cdclake.apply import types as T
 from cdclake.model import qualified_name
 
-#: columns producers add to tables that have no primary key (DataWorks/DTS MySQL, Oracle)
-ROW_ID_COLUMNS = ("#alibaba_rds_row_id#", "rowid")
-
 #: a position as the driver compares it: ``position.order`` (decimals, compared like Spark
 #: compares arrays) and ``position.text``
 Order = list
@@ -111,7 +108,7 @@ class TablePlan:
     """What one batch does to one target table.
 
     columns: source columns in first-seen order, name -> Spark type (widened over the batch).
-    key: key columns chosen for the table (configuration > message > producer row id); empty
+    key: key columns chosen for the table (configuration > message, whose key may be a producer row id the decoder chose); empty
         means "no key: match on the whole before image".
     counts: data events per op code (``c``, ``u``, ``d``, ``r``, ``t``) in the batch.
     partial: the batch holds images that carry only some columns (``present`` set).
@@ -432,8 +429,4 @@ def _choose_key(p: TablePlan, configured: dict[str, list[str]]) -> None:
     if p.message_key:
         p.key, p.key_source = list(p.message_key), "message"
         return
-    for rid in ROW_ID_COLUMNS:
-        if rid in p.columns:
-            p.key, p.key_source = [rid], "producer row id"
-            return
     p.key, p.key_source = [], "none (whole before image)"

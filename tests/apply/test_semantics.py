@@ -258,3 +258,15 @@ def test_column_mapping_only_when_a_name_needs_it(spark, tmp_path):
     assert [(r["id"], r["name"], r["unit price"]) for r in delta_rs_rows(tmp_path / "db.t")] == [(1, "b", 7)]
     history = spark.read.format("delta").load(f"{tmp_path}/_cdclake/schema_history").collect()
     assert any(r["change"] == "column mapping on (a new column name needs it)" for r in history)
+
+
+def test_a_remembered_delete_still_matches_after_the_key_widens(spark, tmp_path):
+    # the deletes table keeps the key as JSON of its batch's types; after the key column
+    # widens (int -> decimal(12,2)) an older insert of the deleted key, delivered later, must
+    # still find its delete and stay out
+    apply(spark, tmp_path, [ev("c", 1, row(1, "a")), ev("c", 2, row(2, "b")), ev("d", 5, before=row(1, "a"))])
+    wide = [{**COLS[0], "source_type": "decimal(12,2)", "spark_type": "decimal(12,2)", "precision": 12, "scale": 2}, *COLS[1:]]
+    apply(spark, tmp_path, [ev("c", 3, row("1.00", "a"), columns=wide), ev("c", 6, row("3.00", "c"), columns=wide)])
+    df = spark.read.format("delta").load(f"{tmp_path}/db.t")
+    assert dict(df.dtypes)["id"] == "decimal(12,2)"
+    assert sorted((str(r["id"]), r["name"]) for r in df.collect()) == [("2.00", "b"), ("3.00", "c")]
