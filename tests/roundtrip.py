@@ -419,8 +419,9 @@ def format_workload(fmt: str, seed: int, events: int = SCRAMBLED_EVENTS) -> list
 
 def simulated_workload(seed: int, events: int = SCRAMBLED_EVENTS) -> SimResult:
     """The format-free workload of the applier property: every table template (keyless
-    included), truncates with columns, ADD/widen DDL (DROP/RENAME off: the applier does not
-    follow them yet, test_drop_and_rename_column_are_followed)."""
+    included), truncates with columns, ADD/widen DDL (DROP/RENAME off: the applier follows
+    them in order, test_drop_and_rename_column_are_followed, but not an older event that names
+    the old column delivered in a batch after the DDL's)."""
     return Workload(seed, events=events).generate()
 
 

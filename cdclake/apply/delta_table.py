@@ -140,13 +140,28 @@ def _columns_of(plan: TablePlan) -> dict[str, str]:
 def evolve_table(spark: SparkSession, path: str, plan: TablePlan) -> tuple[dict[str, str], list[str]]:
     """Evolve the existing Delta table at ``path`` to hold ``plan.columns``.
 
-    New columns are added; a column whose batch type is wider than its table type is widened
+    First the batch DDL's column renames and drops (``plan.renames``/``plan.drops``, see
+    :mod:`cdclake.apply.ddl`; column mapping is turned on for them, so neither rewrites data;
+    a key column is never dropped); then new columns are added; a column whose batch type is wider than its table type is widened
     (in place where Delta's type widening allows, enabling the feature on the table first, else
     by rewriting the table). Returns the table's source columns (name -> Spark type, table
     order) and human-readable schema changes (empty when nothing changed).
     """
     changes: list[str] = []
     current = _source_columns(spark, path)
+    renames = {new: old for new, old in plan.renames.items() if old in current and new not in current}
+    drops = [n for n in plan.drops if n in current and n not in plan.key]
+    if renames or drops:  # column mapping makes both a metadata change (no rewrite)
+        if not _has_column_mapping(spark, path):
+            spark.sql(f"ALTER TABLE delta.{q(path)} SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name')")
+            changes.append("column mapping on (to rename or drop a column)")
+        for new, old in renames.items():
+            spark.sql(f"ALTER TABLE delta.{q(path)} RENAME COLUMN {q(old)} TO {q(new)}")
+            changes.append(f"rename column {old} -> {new}")
+        for n in drops:
+            spark.sql(f"ALTER TABLE delta.{q(path)} DROP COLUMN {q(n)}")
+            changes.append(f"drop column {n}")
+        current = _source_columns(spark, path)
     added = {n: t for n, t in plan.columns.items() if n not in current}
     if added and needs_column_mapping(added) and not _has_column_mapping(spark, path):
         spark.sql(f"ALTER TABLE delta.{q(path)} SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name')")
@@ -427,8 +442,18 @@ def _fold(
     if truncate is not None:
         ev = ev.where(F.expr(f"struct(_rank, position.order) > struct(1, {_order_sql(truncate)})"))
 
+    def value(img: str, n: str) -> str:
+        """SQL: column ``n``'s text in image ``img`` (under its old name in an event written
+        before the batch's DDL renamed it)."""
+        v = f"element_at({img}, {_lit(n)})"
+        return f"coalesce({v}, element_at({img}, {_lit(plan.renames[n])}))" if n in plan.renames else v
+
     def typed(img: str, n: str):
-        return F.expr(cast_sql(f"element_at({img}, {_lit(n)})", columns[n]))
+        return F.expr(cast_sql(value(img, n), columns[n]))
+
+    def carried(n: str):
+        c = F.array_contains("present", n)
+        return c | F.array_contains("present", plan.renames[n]) if n in plan.renames else c
 
     # An update that changes the key first deletes the row of the old key (same position).
     key_after = F.struct(*[typed("after", k) for k in key])
@@ -453,7 +478,7 @@ def _fold(
         F.col("position.text").alias("_pos_text"),
         F.col("event_time_ms").alias("_etime"),
         *[typed("_img", n).alias(alias[n]) for n in names],
-        *[(F.col("_img").isNotNull() & (F.col("present").isNull() | F.array_contains("present", n))).alias("_p" + alias[n]) for n in names],
+        *[(F.col("_img").isNotNull() & (F.col("present").isNull() | carried(n))).alias("_p" + alias[n]) for n in names],
     )
     keys = [alias[k] for k in key]
     if plan.partial:

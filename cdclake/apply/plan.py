@@ -118,6 +118,9 @@ class TablePlan:
     max_delete: ``order`` of the batch's latest delete or full-image update (which may change the
         key, deleting the old key's row), else None.
     ddl: ``(order, text, ddl)`` of each DDL event of the table in the batch.
+    drops: columns the batch's DDL drops (and no later event of the batch declares), in order.
+    renames: new name -> old name of the columns the batch's DDL renames (see
+        :mod:`cdclake.apply.ddl`); ``columns`` already holds the new name in the old one's place.
     """
 
     database: str | None
@@ -134,6 +137,8 @@ class TablePlan:
     min_data: tuple[int, Order] | None = None
     max_delete: Order | None = None
     ddl: list[tuple[list, str, str]] = field(default_factory=list)
+    drops: list[str] = field(default_factory=list)
+    renames: dict[str, str] = field(default_factory=dict)
     key_stats: "KeyStats" = field(default_factory=lambda: KeyStats())
 
     @property
@@ -234,6 +239,7 @@ def summarize(events: DataFrame, primary_keys: dict[str, list[str]] | None = Non
     half = is_data & (op == "u") & F.col("present").isNull() & (F.col("before").isNull() != F.col("after").isNull())
     aggs = [
         F.min(F.when(tabled, order)).alias("first_order"),
+        F.max(F.when(tabled, order)).alias("last_order"),
         *[count(is_data & (op == o)).alias(f"n_{o}") for o in "cudrt"],
         count(F.col("present").isNotNull()).alias("partial"),
         count(half).alias("halves"),
@@ -309,6 +315,7 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
     plans: dict[tuple, TablePlan] = {}
     firsts: dict[tuple, dict[str, tuple]] = {}
     types: dict[tuple, dict[str, list]] = {}
+    lasts: dict[tuple, dict[str, tuple]] = {}  # column -> order key of its last declaring event
     pk_best: dict[tuple, tuple] = {}
     progress: list[SourceProgress] = []
     by_source: dict[str | None, list[dict]] = {}
@@ -365,6 +372,7 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
         for x in r["ddls"] or []:
             p.ddl.append((_list(x["order"]), x["text"], x["ddl"]))
         first = order_key(r["first_order"])
+        last = order_key(r.get("last_order") or r["first_order"])
         declared = [dict(c.asDict() if hasattr(c, "asDict") else c) for c in (r["cols"] or [])]
         names = set()
         for i, c in enumerate(declared):
@@ -377,6 +385,9 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
             if n not in names:
                 _first_seen(firsts[k], n, (first, 1, i))
                 types[k].setdefault(n, []).append("string")
+        for n in names | set(r["keys"] or []):
+            if n not in lasts.setdefault(k, {}) or last > lasts[k][n]:
+                lasts[k][n] = last
     for k, p in plans.items():
         for n in sorted(firsts[k], key=lambda n: firsts[k][n]):
             t = None
@@ -385,6 +396,7 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
                     t = T.normalize(cand) if t is None else T.widen(t, cand)
             p.columns[n] = t or "string"
         p.ddl.sort(key=lambda d: order_key(d[0]))
+        _follow_drops_and_renames(p, lasts.get(k, {}))
         p.message_key = pk_best[k][1] if k in pk_best else None
         _choose_key(p, primary_keys)
     for src, rs in by_source.items():
@@ -419,6 +431,35 @@ def _order(position) -> list | None:
 
 def _text(position) -> str | None:
     return None if position is None else position["text"]
+
+
+def _follow_drops_and_renames(p: TablePlan, lasts: dict[str, list]) -> None:
+    """Apply the column drops and renames of the batch's DDL (in position order) to
+    ``p.columns`` and record them in ``p.drops``/``p.renames``. ``lasts``: column name -> the
+    order key of the last event of the batch that declares it; a column declared after the
+    DDL that drops or renames it was added again and stays."""
+    from cdclake.apply.ddl import column_changes
+
+    for order, _text, ddl in p.ddl:
+        at = order_key(order)
+        for change in column_changes(ddl):
+            old = change[1]
+            if old in lasts and lasts[old] > at:
+                continue
+            if change[0] == "drop":
+                p.columns.pop(old, None)
+                p.renames = {n: o for n, o in p.renames.items() if n != old}
+                if old not in p.drops:
+                    p.drops.append(old)
+                continue
+            new = change[2]
+            t_old, t_new = p.columns.get(old), p.columns.get(new)
+            if t_old is not None:
+                wide = t_old if t_new is None else T.widen(t_old, t_new)
+                p.columns = {(new if n == old else n): (wide if n == old else t) for n, t in p.columns.items() if n != new}
+            p.renames[new] = p.renames.pop(old, old)
+            if new in p.drops:
+                p.drops.remove(new)
 
 
 def _choose_key(p: TablePlan, configured: dict[str, list[str]]) -> None:

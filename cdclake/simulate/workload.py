@@ -40,10 +40,10 @@ The stream, in commit order:
      By default only changes the applier follows today: ``ADD COLUMN`` (nullable, existing
      rows hold NULL) and widening ``MODIFY COLUMN`` (``int -> bigint``,
      ``decimal(p,s) -> decimal(p+2,s)``). ``DROP COLUMN`` and ``RENAME COLUMN`` are modelled
-     too but only generated with ``drop_rename=True``, because the applier does not follow
-     them yet (a dropped column stays in the target table, NULL in rows written afterwards,
-     and keyless rows written before no longer match their before images; a renamed column
-     becomes a new column while the old one keeps the old values);
+     too but only generated with ``drop_rename=True``: the applier follows them from the DDL
+     text when every older event that names the old column arrives in the same batch as the
+     DDL or before it, but an older event delivered in a *later* batch brings the dropped or
+     old column back (so scrambled property workloads leave them off);
    * heartbeats (``heartbeats=True``): ``kind = heartbeat``, no database, no table, no op.
 
    The stream ends with exactly ``events`` streamed events (a transaction is cut short to fit).

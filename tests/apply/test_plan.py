@@ -158,3 +158,21 @@ def test_key_range_is_given_only_when_every_event_has_a_value_of_the_one_key():
     dates.add({"k_name_lo": "d", "k_name_hi": "d", "k_ts_lo": "2024-01-02 00:00:00.000000", "k_ts_hi": "2024-03-01 00:00:00.000000"})
     assert dates.range_for("d", "date") == ("2024-01-02 00:00:00.000000", "2024-03-01 00:00:00.000000")
     assert KeyStats().range_for("id", "bigint") is None  # no event measured
+
+
+def test_drops_and_renames_of_the_batch_ddl_shape_the_columns():
+    def ddl(at, text):
+        return {"order": [Decimal(at)], "text": str(at), "ddl": text}
+
+    before = table_row([col("id", "int"), col("a", "string"), col("b", "string")], None, first=(1,), last_order=[Decimal(1)])
+    after = table_row(
+        [col("id", "int"), col("a2", "bigint")], None, first=(2,), last_order=[Decimal(6)],
+        ddls=[ddl(5, "ALTER TABLE `db`.`t` RENAME COLUMN `a` TO `a2`"), ddl(2, "ALTER TABLE t DROP COLUMN b")],
+    )
+    [p] = build_plan([before, after]).tables
+    assert (p.columns, p.drops, p.renames) == ({"id": "int", "a2": "string"}, ["b"], {"a2": "a"})
+    # b declared again after its drop (re-added): it stays; MySQL CHANGE with a new name renames
+    again = table_row([col("id", "int"), col("b", "string")], None, first=(7,), last_order=[Decimal(7)],
+                      ddls=[ddl(8, "ALTER TABLE t CHANGE COLUMN id ident bigint")])
+    [p] = build_plan([before, after, again]).tables
+    assert (p.columns, p.drops, p.renames) == ({"ident": "int", "a2": "string", "b": "string"}, [], {"a2": "a", "ident": "id"})

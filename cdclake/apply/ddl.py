@@ -1,0 +1,51 @@
+"""Column drops and renames read from a DDL statement's text, with sqlglot.
+
+The applier follows added and widened columns from the events' own column lists; a dropped or
+renamed column shows only in the DDL text (Canal ``sql``, DataWorks/DTS/Debezium ``ddl``). This
+module reads that text on the driver (a batch holds few DDL events): MySQL's dialect first (the
+sources of Canal, DataWorks and most DTS and Debezium tasks), sqlglot's generic one next.
+
+* ``ALTER TABLE t DROP [COLUMN] c`` -> ``("drop", "c")``
+* ``ALTER TABLE t RENAME COLUMN a TO b`` and MySQL ``ALTER TABLE t CHANGE [COLUMN] a b <type>``
+  (with another name) -> ``("rename", "a", "b")``
+
+Everything else (ADD, MODIFY, indexes, keys, other statements, text sqlglot cannot parse)
+gives no change: added and widened columns come from the column lists.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+
+@lru_cache(maxsize=1024)
+def column_changes(ddl: str | None) -> tuple[tuple[str, ...], ...]:
+    """The column drops and renames of ``ddl``, in statement order: ``("drop", name)`` and
+    ``("rename", old, new)`` tuples; empty when it has none or cannot be parsed."""
+    if not ddl or "alter" not in ddl.lower():
+        return ()
+    import sqlglot
+    from sqlglot import exp
+
+    statements = None
+    for dialect in ("mysql", None):
+        try:
+            statements = sqlglot.parse(ddl, read=dialect)
+            break
+        except Exception:  # sqlglot's ParseError/TokenError: try the next dialect
+            continue
+    out: list[tuple[str, ...]] = []
+    for st in statements or []:
+        if not isinstance(st, exp.Alter) or (st.args.get("kind") or "TABLE").upper() != "TABLE":
+            continue
+        for action in st.args.get("actions") or []:
+            if isinstance(action, exp.Drop) and (action.args.get("kind") or "").upper() == "COLUMN":
+                for col in action.args.get("tables") or []:
+                    out.append(("drop", col.name))
+            elif isinstance(action, exp.RenameColumn):
+                out.append(("rename", action.this.name, action.args["to"].name))
+            elif isinstance(action, exp.ModifyColumn) and action.args.get("rename_from") is not None:
+                old, new = action.args["rename_from"].name, action.this.name
+                if old != new:
+                    out.append(("rename", old, new))
+    return tuple(out)
