@@ -9,8 +9,12 @@ sources of Canal, DataWorks and most DTS and Debezium tasks), sqlglot's generic 
 * ``ALTER TABLE t RENAME COLUMN a TO b`` and MySQL ``ALTER TABLE t CHANGE [COLUMN] a b <type>``
   (with another name) -> ``("rename", "a", "b")``
 
-Everything else (ADD, MODIFY, indexes, keys, other statements, text sqlglot cannot parse)
-gives no change: added and widened columns come from the column lists.
+* an ``ALTER TABLE`` that sqlglot cannot read (it falls back to a bare command, or fails)
+  -> ``("unknown", <statement text, first 200 characters>)``: recorded as not applied
+
+Everything else (ADD, MODIFY, indexes, keys, other statements) gives no change: added and
+widened columns come from the column lists. sqlglot's own warnings are silenced (they would
+reach the command's output).
 """
 
 from __future__ import annotations
@@ -24,9 +28,12 @@ def column_changes(ddl: str | None) -> tuple[tuple[str, ...], ...]:
     ``("rename", old, new)`` tuples; empty when it has none or cannot be parsed."""
     if not ddl or "alter" not in ddl.lower():
         return ()
+    import logging
+
     import sqlglot
     from sqlglot import exp
 
+    logging.getLogger("sqlglot").setLevel(logging.ERROR)
     statements = None
     for dialect in ("mysql", None):
         try:
@@ -35,7 +42,13 @@ def column_changes(ddl: str | None) -> tuple[tuple[str, ...], ...]:
         except Exception:  # sqlglot's ParseError/TokenError: try the next dialect
             continue
     out: list[tuple[str, ...]] = []
+    if statements is None and ddl.lstrip().lower().startswith("alter table"):
+        return (("unknown", ddl.strip()[:200]),)
     for st in statements or []:
+        text = " ".join(f"{st.this} {st.expression or ''}".split()) if isinstance(st, exp.Command) else ""
+        if text.lower().startswith("alter table"):
+            out.append(("unknown", text[:200]))
+            continue
         if not isinstance(st, exp.Alter) or (st.args.get("kind") or "TABLE").upper() != "TABLE":
             continue
         for action in st.args.get("actions") or []:

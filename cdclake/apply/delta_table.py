@@ -147,9 +147,10 @@ def evolve_table(spark: SparkSession, path: str, plan: TablePlan) -> tuple[dict[
     by rewriting the table). Returns the table's source columns (name -> Spark type, table
     order) and human-readable schema changes (empty when nothing changed).
     """
-    changes: list[str] = []
+    changes: list[str] = list(plan.unapplied)
     current = _source_columns(spark, path)
     renames = {new: old for new, old in plan.renames.items() if old in current and new not in current}
+    changes += [f"not applied: rename column {old} -> {new} ({new} exists)" for new, old in plan.renames.items() if old in current and new in current]
     drops = [n for n in plan.drops if n in current and n not in plan.key]
     if renames or drops:  # column mapping makes both a metadata change (no rewrite)
         if not _has_column_mapping(spark, path):
@@ -252,7 +253,7 @@ def prepare_table(spark: SparkSession, plan: TablePlan, path: str, state: TableS
             result.truncated = _truncate(spark, path, batch_truncate)
     elif plan.has_changes or plan.columns:
         prep.columns = _columns_of(plan)
-        result.schema_changes = ["create table (" + ", ".join(f"{n} {t}" for n, t in prep.columns.items()) + ")"]
+        result.schema_changes = ["create table (" + ", ".join(f"{n} {t}" for n, t in prep.columns.items()) + ")", *plan.unapplied]
         if not plan.has_changes:  # a DDL-only batch: the table exists from its DDL on
             _create_empty(spark, path, prep.columns)
             prep.exists = True

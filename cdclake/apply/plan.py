@@ -121,6 +121,8 @@ class TablePlan:
     drops: columns the batch's DDL drops (and no later event of the batch declares), in order.
     renames: new name -> old name of the columns the batch's DDL renames (see
         :mod:`cdclake.apply.ddl`); ``columns`` already holds the new name in the old one's place.
+    unapplied: the batch's DDL that is not followed, with the reason (``not applied: ...``),
+        for ``_cdclake/schema_history``.
     """
 
     database: str | None
@@ -139,6 +141,7 @@ class TablePlan:
     ddl: list[tuple[list, str, str]] = field(default_factory=list)
     drops: list[str] = field(default_factory=list)
     renames: dict[str, str] = field(default_factory=dict)
+    unapplied: list[str] = field(default_factory=list)
     key_stats: "KeyStats" = field(default_factory=lambda: KeyStats())
 
     @property
@@ -396,9 +399,9 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
                     t = T.normalize(cand) if t is None else T.widen(t, cand)
             p.columns[n] = t or "string"
         p.ddl.sort(key=lambda d: order_key(d[0]))
-        _follow_drops_and_renames(p, lasts.get(k, {}))
         p.message_key = pk_best[k][1] if k in pk_best else None
         _choose_key(p, primary_keys)
+        _follow_drops_and_renames(p, lasts.get(k, {}))
     for src, rs in by_source.items():
         best = max(rs, key=lambda r: (order_key(_order(r["last_position"])), _text(r["last_position"]) or ""))
         times = [r["last_event_time_ms"] for r in rs if r["last_event_time_ms"] is not None]
@@ -443,7 +446,13 @@ def _follow_drops_and_renames(p: TablePlan, lasts: dict[str, list]) -> None:
     for order, _text, ddl in p.ddl:
         at = order_key(order)
         for change in column_changes(ddl):
+            if change[0] == "unknown":
+                p.unapplied.append(f"not applied: {change[1]} (not understood)")
+                continue
             old = change[1]
+            if change[0] == "drop" and old in p.key:
+                p.unapplied.append(f"not applied: drop column {old} (a key column of the table)")
+                continue
             if old in lasts and lasts[old] > at:
                 continue
             if change[0] == "drop":

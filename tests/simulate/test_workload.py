@@ -286,8 +286,17 @@ def test_drop_and_rename_column_are_followed(spark, tmp_path, batching):
         hand_event("ddl", None, 5, "r", cols("id int", "a2 string"), ddl="ALTER TABLE `db`.`r` RENAME COLUMN `a` TO `a2`"),
         hand_event("data", "c", 6, "r", cols("id int", "a2 string"), after={"id": "2", "a2": "y"}),
     ]
-    before, ddl, after = [events[0], events[3]], [events[1], events[4]], [events[2], events[5]]
-    apply_batches(spark, tmp_path, *([events] if batching == "one batch" else [before, ddl, after]))
+    # DDL that is not followed is recorded with its reason: a key column is never dropped,
+    # and an ALTER that sqlglot cannot read changes nothing
+    unapplied = [
+        hand_event("ddl", None, 7, "d", cols("id int", "a string"), ddl="ALTER TABLE `db`.`d` DROP COLUMN `id`"),
+        hand_event("ddl", None, 8, "d", cols("id int", "a string"), ddl="ALTER TABLE `db`.`d` FROBNICATE `a`"),
+    ]
+    before, ddl, after = [events[0], events[3]], [events[1], events[4]], [events[2], events[5], *unapplied]
+    apply_batches(spark, tmp_path, *([events + unapplied] if batching == "one batch" else [before, ddl, after]))
+    history = [r["change"] for r in spark.read.format("delta").load(f"{tmp_path}/_cdclake/schema_history").where("table = 'db.d'").collect()]
+    assert "not applied: drop column id (a key column of the table)" in history
+    assert "not applied: ALTER TABLE `db`.`d` FROBNICATE `a` (not understood)" in history
     dropped = read_lake_table(spark, f"{tmp_path}/db.d")
     renamed = read_lake_table(spark, f"{tmp_path}/db.r")
     assert dropped == ({"id": "int", "a": "string"}, [{"id": 1, "a": "z"}])
