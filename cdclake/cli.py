@@ -241,6 +241,9 @@ def _run_stream(args, pks: dict[str, list[str]], config) -> int:
     why = " (stopped by signal)" if summary.stopped_by_signal else ""
     print(f"query {summary.query_id}: {summary.batches} batches{why}")
     print(f"records in: {t.records_in}  decoded: {t.decoded}  rejected: {t.rejected}  events: {t.events}")
+    for r in t.tables:
+        if r.failed:
+            print(f"table failed: {_shown(r.table)}: {r.failed_events} events sent to the rejects table as TABLE_FAILED ({_shown(r.failed)})")
     return 0
 
 
@@ -333,15 +336,24 @@ def _status(args) -> int:
     for col in ("table", "rows", "last position", "event time (UTC)", "lag", "applied at (UTC)"):
         t.add_column(col, justify="right" if col in ("rows", "lag") else "left", overflow="fold")
     for r in st["tables"]:
-        t.add_row(r["table"], _n(r["rows"]), r["last_position"] or "", _utc(r["last_event_time_ms"]), _lag(r["lag_ms"]), _utc(r["updated_at_ms"]))
+        t.add_row(_shown(r["table"]), _n(r["rows"]), r["last_position"] or "", _utc(r["last_event_time_ms"]), _lag(r["lag_ms"]), _utc(r["updated_at_ms"]))
     console = _console()
     console.print(t)
     for h in st["heartbeats"]:
-        console.print(f"heartbeat {h['source']}: {_utc(h['last_heartbeat_ms'])}")
+        console.print(_shown(f"heartbeat {h['source']}: {_utc(h['last_heartbeat_ms'])}"))
     console.print(f"transactions held back: {st['held_transactions']}")
     rejects = ", ".join(f"{k}={v}" for k, v in st["rejects"].items()) or "none"
     print(f"rejects: {rejects}")
     return 0
+
+
+def _shown(name: str):
+    """A name from a message as a rich cell: never read as markup (``[/x]`` would raise), with
+    control characters (ANSI escapes, newlines) shown as ``\\xNN`` rather than sent to the
+    terminal."""
+    from rich.text import Text
+
+    return Text("".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in name))
 
 
 def _n(v) -> str:
@@ -375,15 +387,21 @@ def _print_summary(s, quiet: bool) -> None:
         t.add_column("key", overflow="fold")
         t.add_column("schema", overflow="fold")
         for r in s.tables:
+            if r.failed:
+                t.add_row(_shown(r.table), "", "", "", "", "", "", _shown(f"FAILED: {r.failed_events} events to rejects"))
+                continue
             # the full text of each change is in _cdclake/schema_history
-            schema = ", ".join(c.split(" (")[0] for c in r.schema_changes)
+            schema = _shown(", ".join(c.split(" (")[0] for c in r.schema_changes))
             # a table without a key matches rows on their whole before image: say so (a file of
             # Debezium values carries no Kafka key; --primary-key gives one)
-            key = ", ".join(r.key) if r.key else "none: whole-row match (--primary-key sets one)"
-            t.add_row(r.table, str(r.inserted), str(r.updated), str(r.deleted), str(r.truncated), str(r.rows_now), key, schema)
+            key = _shown(", ".join(r.key)) if r.key else "none: whole-row match (--primary-key sets one)"
+            t.add_row(_shown(r.table), str(r.inserted), str(r.updated), str(r.deleted), str(r.truncated), str(r.rows_now), key, schema)
         console.print(t)
         if s.reject_codes:
             console.print("rejects by code: " + ", ".join(f"{k}={v}" for k, v in sorted(s.reject_codes.items())))
+    for r in s.tables:
+        if r.failed:  # shown even with --quiet: the run goes on (exit 0), the table did not
+            print(f"table failed: {_shown(r.table)}: {r.failed_events} events sent to the rejects table as TABLE_FAILED ({_shown(r.failed)})")
     print(f"records in: {s.records_in}  decoded: {s.decoded}  rejected: {s.rejected}  events: {s.events}")
 
 

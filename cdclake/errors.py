@@ -40,6 +40,10 @@ class RejectCode(str, Enum):
     """Bytes that are not a datum of the expected Avro schema."""
     UNPAIRED_UPDATE = "UNPAIRED_UPDATE"
     """One half of a two-record update (before/after) whose other half never arrived."""
+    TABLE_FAILED = "TABLE_FAILED"
+    """An event of a table that could not be applied in its batch (the file system refused the
+    table's folder, Delta refused a change): the message gives the reason, ``raw_value`` the
+    canonical event as JSON. The batch's other tables were applied."""
 
 
 class CdclakeError(Exception):

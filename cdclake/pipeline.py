@@ -207,7 +207,10 @@ def ingest_batch(
         if on_step:
             on_step(f"applying {summary.events} events of {summary.records_in} records to {len(plan.tables)} table(s)")
         summary.tables.extend(
-            apply_batch(spark, events, target, options.primary_keys, txn, side_tasks=reject_task if summary.rejected else None, plan=plan)
+            apply_batch(
+                spark, events, target, options.primary_keys, txn,
+                side_tasks=reject_task if summary.rejected else None, plan=plan, fmt=decoder.name,
+            )
         )
     finally:
         flat.unpersist()

@@ -11,6 +11,7 @@ jars and credentials in its configuration: ``hadoop-aws`` for ``s3a``, ``hadoop-
 
 from __future__ import annotations
 
+import hashlib
 import re
 import uuid
 from pathlib import Path
@@ -34,6 +35,64 @@ def resolve(target: str) -> str:
 def join(target: str, *parts: str) -> str:
     """``target/part/...`` for both kinds (a URI's ``//`` is kept, unlike ``pathlib``)."""
     return "/".join([target.rstrip("/"), *parts]) if is_uri(target) else str(Path(target).joinpath(*parts))
+
+
+#: characters a table's folder name never holds as themselves: path separators, ``^`` (the
+#: escape), ``%`` (delta-rs percent-decodes local paths: a folder ``a%2Fb`` opens ``a/b``),
+#: Hadoop's scheme and glob characters, ``~`` (marks a shortened name), control characters
+#: (NUL, newline ...; any character Python does not call printable, so no bidi override or
+#: zero-width character hides in a folder name) and those Windows file systems refuse
+_UNSAFE = frozenset('^%/\\:*?"<>|{}[]~')
+#: longest folder name (UTF-8 bytes) kept whole; most file systems allow 255
+MAX_FOLDER_BYTES = 200
+AUDIT_FOLDER = "_cdclake"
+
+
+def _escape(ch: str) -> str:
+    return "".join(f"^{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
+
+
+def table_folder(name: str) -> str:
+    r"""The folder name, under a target, of the Delta table of source table ``name`` (its
+    qualified name, ``db.table`` or ``db.schema.table``, dots kept).
+
+    Ordinary names are their own folder (``inventory.customers``). Anything that could leave
+    the target or collide is percent-encoded (RFC 3986 style, UTF-8): ``%``, ``/``, ``\``,
+    ``:``, ``~``, glob and Windows-reserved characters, control characters and NUL, a leading
+    ``.`` (so ``..`` is ``%2E.``), and the leading ``_`` of a name starting with ``_cdclake``
+    (case-insensitively, so no table meets the audit folder). The empty name is ``%``. The
+    result is a single path component, never ``.``/``..``/empty, and :func:`table_name` gives
+    ``name`` back.
+
+    A name whose encoding is longer than :data:`MAX_FOLDER_BYTES` UTF-8 bytes keeps its first
+    part (under that size) and ends with ``~`` and 16 hex digits of the SHA-256 of ``name``:
+    still unique, but :func:`table_name` cannot reverse it (the table's name is kept in
+    ``_cdclake/progress``).
+    """
+    if name == "":
+        return "^"
+    out = "".join(_escape(c) if c in _UNSAFE or not c.isprintable() else c for c in name)
+    if out.startswith("."):
+        out = "^2E" + out[1:]
+    elif out.lower().startswith(AUDIT_FOLDER):
+        out = "^5F" + out[1:]
+    raw = out.encode("utf-8")
+    if len(raw) <= MAX_FOLDER_BYTES:
+        return out
+    head = raw[: MAX_FOLDER_BYTES - 17].decode("utf-8", "ignore")
+    head = re.sub(r"\^[0-9A-F]?$", "", head)  # never cut an escape in two
+    return head + "~" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def table_name(folder: str) -> str | None:
+    """The source table name of a folder made by :func:`table_folder`; None for a shortened
+    (``~``) name."""
+    if "~" in folder:
+        return None
+    if folder == "^":
+        return ""
+    raw = re.sub(rb"\^([0-9A-F]{2})", lambda m: bytes([int(m.group(1), 16)]), folder.encode("utf-8", "surrogatepass"))
+    return raw.decode("utf-8", "surrogatepass")
 
 
 class TargetFiles:

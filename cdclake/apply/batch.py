@@ -26,20 +26,25 @@ committed it and applies the rest. The preparation of step 3 is idempotent by it
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from concurrent.futures import ThreadPoolExecutor
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from cdclake import targets
 from cdclake.apply import audit
 from cdclake.apply.delta_table import ApplyResult, TableApply, TableState, prepare_table, write_table
 from cdclake.apply.plan import BatchPlan, plan_batch
+from cdclake.errors import CdclakeError, RejectCode
 
 
 def table_path(target: str, name: str) -> str:
-    """Where the Delta table of source table ``name`` (qualified, dots kept) lives."""
-    return targets.join(target, name)
+    """Where the Delta table of source table ``name`` (qualified, dots kept) lives: always one
+    folder directly under ``target``, named by :func:`cdclake.targets.table_folder` (names from
+    messages are never trusted as paths)."""
+    return targets.join(target, targets.table_folder(name))
 
 
 def threads() -> int:
@@ -63,6 +68,72 @@ def run_all(tasks: list, workers: int | None = None) -> list:
     return [f.result() for f in futures]
 
 
+class TableFailed(Exception):
+    """One table's part of a batch failed (its name, the first line of the cause)."""
+
+    def __init__(self, table: str, reason: str):
+        super().__init__(f"{table}: {reason}")
+        self.table = table
+        self.reason = reason
+
+
+def _reason(e: BaseException) -> str:
+    """The first line of an exception's message (a JVM error's class and message)."""
+    java = getattr(e, "java_exception", None)
+    text = java.toString() if java is not None else f"{type(e).__name__}: {e}"
+    return text.strip().splitlines()[0][:500] if text.strip() else type(e).__name__
+
+
+def _concurrent(e: BaseException) -> bool:
+    """A Delta optimistic-concurrency conflict (another writer committed first)."""
+    java = getattr(e, "java_exception", None)
+    name = java.getClass().getName() if java is not None else type(e).__name__
+    return "Concurrent" in name or "ConcurrentModification" in str(e)[:200]
+
+
+def guarded(name: str, task):
+    """Run one table's ``task``; an exception becomes :class:`TableFailed` (returned, not
+    raised) so one bad table never stops the others. A Delta concurrency conflict (another
+    writer committed to the table first) is not the table's fault: it is raised as
+    ``CdclakeError(CONCURRENT_WRITE)``, and the batch is applied again by the next run with the
+    same identity (nothing twice)."""
+    try:
+        return task()
+    except CdclakeError:
+        raise
+    except Exception as e:  # noqa: BLE001: any failure of one table is that table's failure
+        if _concurrent(e):
+            raise CdclakeError(
+                "CONCURRENT_WRITE", f"another writer committed to table {name} first; run the ingest again ({_reason(e)})"
+            ) from None
+        return TableFailed(name, _reason(e))
+
+
+def write_table_failures(events: DataFrame, failures: list[tuple], fmt: str, target: str, txn: audit.Txn | None) -> None:
+    """Append the batch's events of failed tables (``failures``: ``(TablePlan, reason)``) to
+    the rejects table: code ``TABLE_FAILED``, message ``table <name> could not be applied:
+    <reason>``, the canonical event as JSON in ``raw_value``, its ``source_record``. One commit,
+    under its own batch identity (``<appId>.table_failed``) so a replay appends nothing twice."""
+    message = None
+    for p, reason in failures:
+        cond = (
+            F.col("database").eqNullSafe(F.lit(p.database))
+            & F.col("schema").eqNullSafe(F.lit(p.schema))
+            & F.col("table").eqNullSafe(F.lit(p.table))
+        )
+        text = F.lit(f"table {p.name} could not be applied: {reason}")
+        message = F.when(cond, text) if message is None else message.when(cond, text)
+    rows = events.select(
+        F.col("source_record"),
+        F.lit(None).cast("binary").alias("raw_key"),
+        F.to_json(F.struct("*")).cast("binary").alias("raw_value"),
+        F.lit(RejectCode.TABLE_FAILED.value).alias("error_code"),
+        message.alias("error_message"),
+    ).where(F.col("error_message").isNotNull())
+    own = audit.Txn(f"{txn.app_id}.table_failed", txn.version) if txn is not None else None
+    audit.write_rejects(rows, fmt, target, own)
+
+
 def apply_batch(
     spark: SparkSession,
     events: DataFrame,
@@ -71,6 +142,7 @@ def apply_batch(
     txn: audit.Txn | None = None,
     side_tasks: list | None = None,
     plan: BatchPlan | None = None,
+    fmt: str = "canonical",
 ) -> list[ApplyResult]:
     """Apply canonical events (EVENT_SCHEMA rows, any format) to the tables under ``target``.
 
@@ -78,14 +150,23 @@ def apply_batch(
     audit appends idempotent (see :class:`cdclake.apply.audit.Txn`). ``side_tasks``: more
     callables to run with the first wave of writes (the pipeline's rejects append). ``plan``:
     the batch's plan when the caller made it (:func:`plan_batch`), else it is made here.
+    ``fmt``: the format named in the rejects of failed tables.
     Returns one :class:`ApplyResult` per table with data, by table name.
+
+    One table that cannot be applied (its folder refused by the file system, a change Delta
+    refuses) does not stop the others: its events of the batch go to the rejects table as
+    ``TABLE_FAILED`` (:func:`write_table_failures`), its progress does not move, and its
+    :class:`ApplyResult` says why (``failed``).
 
     Raises:
         CdclakeError(TARGET_LAYOUT): the target was written in another ``_cdclake`` layout.
+        CdclakeError(CONCURRENT_WRITE): another writer committed to a table first.
     """
     audit.check_layout(target, spark)
     if plan is None:
         plan = plan_batch(events, primary_keys)
+    plan_all = plan
+    failures: dict[str, str] = {}
     progress = audit.read_progress(spark, target)
     states = progress.table_states()
     deletes_path = f"{target}/{audit.DELETES}"
@@ -100,15 +181,32 @@ def apply_batch(
     try:
         try:
             prepared = run_all(
-                [lambda p=p: prepare_table(spark, p, table_path(target, p.name), states.get(p.name, TableState())) for p in plan.tables]
+                [
+                    lambda p=p: guarded(p.name, lambda: prepare_table(spark, p, table_path(target, p.name), states.get(p.name, TableState())))
+                    for p in plan.tables
+                ]
             )
+            failed = [x for x in prepared if isinstance(x, TableFailed)]
             with audit.txn_session(spark, txn):
-                applied = run_all([lambda prep=prep: write_table(spark, events, prep, deletes_path) for prep in prepared])
+                written = run_all(
+                    [lambda prep=prep: guarded(prep.plan.name, lambda: write_table(spark, events, prep, deletes_path))
+                     for prep in prepared if not isinstance(prep, TableFailed)]
+                )
+            applied = [a for a in written if not isinstance(a, TableFailed)]
+            failed += [a for a in written if isinstance(a, TableFailed)]
         finally:
             pool.shutdown(wait=True)
         for f in pending:
             if f.exception() is not None:
                 raise f.exception()
+        failures = {f.table: f.reason for f in failed}
+        if failures:
+            write_table_failures(events, [(p, failures[p.name]) for p in plan.tables if p.name in failures], fmt, target, txn)
+            plan = dataclasses.replace(
+                plan,
+                tables=[p for p in plan.tables if p.name not in failures],
+                progress=[sp for sp in plan.progress if sp.table not in failures],
+            )
         results = {a.result.table: a.result for a in applied}
         history = []
         for p in plan.tables:
@@ -126,4 +224,7 @@ def apply_batch(
         for a in applied:
             for df in a.cached:
                 df.unpersist()
-    return [a.result for a in applied if a.touched]
+    counts = {p.name: sum(p.counts.values()) + len(p.ddl) for p in plan_all.tables}
+    return [a.result for a in applied if a.touched] + [
+        ApplyResult(name, failed=reason, failed_events=counts.get(name, 0)) for name, reason in sorted(failures.items())
+    ]

@@ -115,6 +115,11 @@ class ApplyResult:
     key_source: str = ""
     #: the table had already committed this batch (a replay after a crash): Delta skipped its write
     replayed: bool = False
+    #: why the table could not be applied (``TABLE_FAILED``): its events of the batch went to the
+    #: rejects table and the table was left as it was; None when it was applied
+    failed: str | None = None
+    #: how many of the batch's events that failure sent to the rejects table
+    failed_events: int = 0
 
 
 @dataclass

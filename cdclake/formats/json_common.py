@@ -18,12 +18,14 @@ from cdclake.errors import RejectCode
 CORRUPT = "_corrupt_record"
 
 
-def parse_json(raw: DataFrame, schema_ddl: str, alias: str = "j") -> DataFrame:
+def parse_json(raw: DataFrame, schema_ddl: str, alias: str = "j", null_text_is_tombstone: bool = False) -> DataFrame:
     """Add column ``alias`` (struct of ``schema_ddl``) and ``parse_error`` / ``parse_message``
     (null when the record parsed) to ``raw`` (RAW_SCHEMA); also ``text`` (the value as string).
 
     A null ``value`` (Kafka tombstone) is not an error: ``alias`` is null, ``parse_error`` null,
-    and ``is_tombstone`` true.
+    and ``is_tombstone`` true. With ``null_text_is_tombstone`` (formats that have tombstones:
+    Debezium), the value ``null`` (what ``kafka-console-consumer`` prints for a tombstone in a
+    dumped file, surrounding white space allowed) is a tombstone too.
     """
     text = F.col("value").cast("string")
     parsed = raw.withColumn("text", text).withColumn(
@@ -37,8 +39,11 @@ def parse_json(raw: DataFrame, schema_ddl: str, alias: str = "j") -> DataFrame:
     corrupt = F.col(f"{alias}.{CORRUPT}").isNotNull()
     valid_json = F.expr("try_parse_json(text) is not null")
     is_object = F.expr("ltrim(text) like '{%'")
+    tombstone = F.col("value").isNull()
+    if null_text_is_tombstone:
+        tombstone = tombstone | F.col("text").rlike(r"^\s*null\s*$")
     code = (
-        F.when(F.col("value").isNull(), F.lit(None))
+        F.when(tombstone, F.lit(None))
         .when(F.trim(F.col("text")) == "", F.lit(RejectCode.MALFORMED_JSON.value))
         .when(~corrupt, F.lit(None))
         .when(~valid_json, F.lit(RejectCode.MALFORMED_JSON.value))
@@ -56,5 +61,5 @@ def parse_json(raw: DataFrame, schema_ddl: str, alias: str = "j") -> DataFrame:
     return (
         parsed.withColumn("parse_error", code)
         .withColumn("parse_message", message)
-        .withColumn("is_tombstone", F.col("value").isNull())
+        .withColumn("is_tombstone", tombstone)
     )

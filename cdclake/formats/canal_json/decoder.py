@@ -304,7 +304,7 @@ class CanalJsonDecoder(Decoder):
             (F.col("t").isNull(), RejectCode.SCHEMA_MISMATCH.value, "no 'type' field"),
             (~known, RejectCode.UNKNOWN_OP.value, F.concat(F.lit("unknown Canal type "), F.col("j.type"))),
             (
-                (data | F.expr(f"{_in('t', DDL_TYPES)} or t = 'TRUNCATE'")) & F.expr("j.database is null or (j.table is null and t != 'QUERY' and t not like '%DDL%')"),
+                (data | F.expr(f"{_in('t', DDL_TYPES)} or t = 'TRUNCATE'")) & F.expr("nullif(trim(j.database), '') is null or (nullif(trim(j.table), '') is null and t != 'QUERY' and t not like '%DDL%')"),
                 RejectCode.MISSING_TABLE.value,
                 "message has no database/table",
             ),

@@ -17,7 +17,8 @@ Wire shapes (one JSON document per Kafka value; the Kafka key is the row's key):
                      "op": "c"|"u"|"d"|"r"|"t"|"m", "ts_ms": 1559729471739,
                      "transaction": {"id": "...", "total_order": 1, "data_collection_order": 1} | null}
     enveloped       {"schema": {Kafka Connect schema of the above}, "payload": {the above}}
-    tombstone       Kafka value null (or ``{"schema": null, "payload": null}``)
+    tombstone       Kafka value null (or ``{"schema": null, "payload": null}``, or the text
+                    ``null``: how ``kafka-console-consumer`` prints a null value in a dumped file)
     transaction     {"status": "BEGIN"|"END", "id": "...", "ts_ms": ..., "event_count": 2 | null,
                      "data_collections": [{"data_collection": "db.s.t", "event_count": 1}]}
     schema change   {"source": {...}, "ts_ms": ..., "databaseName": "TESTDB", "schemaName": "...",
@@ -455,7 +456,7 @@ class DebeziumJsonDecoder(Decoder):
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
         # ---- parse: one from_json per record; images stay raw, the Connect schema raw text -----
-        df = parse_json(raw, SCHEMA)
+        df = parse_json(raw, SCHEMA, null_text_is_tombstone=True)
         # Records SCHEMA does not fit (rare) are read again the lenient way and decoded from that
         # reading: ``fb``. Their parse error is the lenient reading's.
         df = df.selectExpr(
@@ -719,7 +720,7 @@ class DebeziumJsonDecoder(Decoder):
                 "not a Debezium change, transaction or schema-change event (no 'op', 'status' or 'ddl')",
             ),
             (rt == "unknown", RejectCode.UNKNOWN_OP.value, F.concat(F.lit("unknown Debezium op "), F.col("b.op"))),
-            (rt.isin("data", "truncate") & F.col("tbl").isNull(), RejectCode.MISSING_TABLE.value, "'source' names no table"),
+            (rt.isin("data", "truncate") & F.expr("nullif(trim(tbl), '') is null"), RejectCode.MISSING_TABLE.value, "'source' names no table"),
             (
                 is_data & F.expr("(after_p and after_m is null) or (before_p and before_m is null) or kv_bad"),
                 RejectCode.SCHEMA_MISMATCH.value,

@@ -687,7 +687,7 @@ class DtsAvroDecoder(Decoder):
                 "value is not an Avro binary datum of com.alibaba.dts.formats.avro.Record",
             ),
             (
-                is_data & F.expr("db is null or tbl is null"),
+                is_data & F.expr("nullif(trim(db), '') is null or nullif(trim(tbl), '') is null"),
                 RejectCode.MISSING_TABLE.value,
                 F.concat(F.lit("objectName "), F.coalesce(F.concat(F.lit("'"), F.col("r.objectName"), F.lit("'")), F.lit("null")), F.lit(" names no table")),
             ),

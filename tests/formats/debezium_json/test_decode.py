@@ -42,7 +42,7 @@ def lines_file(tmp_path, docs, name="input.txt"):
     return out
 
 
-def decode_raw(spark, records):
+def decode_raw(spark, records, fmt=FMT):
     """Decode (key, value) string pairs given as Kafka-like raw records (None = null bytes);
     returns the decoded rows in input order."""
     from cdclake import formats
@@ -58,7 +58,7 @@ def decode_raw(spark, records):
         for i, (k, v) in enumerate(records)
     ]
     raw = spark.createDataFrame(rows, RAW_SCHEMA)
-    decoded = formats.get(FMT).decode(raw, DecodeOptions())
+    decoded = formats.get(fmt).decode(raw, DecodeOptions())
     return decoded.orderBy("source_record.line").collect()
 
 
@@ -629,12 +629,18 @@ def test_bad_records_are_rejected_with_codes(spark, tmp_path):
 def test_tombstones_are_skipped(spark):
     # a Kafka tombstone (null value after a delete) and JsonConverter's null rendering
     key = '{"schema": {"type": "struct", "fields": [{"type": "int32", "optional": false, "field": "id"}]}, "payload": {"id": 111}}'
-    rows = decode_raw(spark, [(key, None), (key, '{"schema":null,"payload":null}'), ('{"id": 1}', None)])
-    assert len(rows) == 3
+    # and the line ``null``: kafka-console-consumer's rendering of a tombstone in a dumped file
+    rows = decode_raw(
+        spark, [(key, None), (key, '{"schema":null,"payload":null}'), ('{"id": 1}', None), (None, "null"), (key, " null\r")]
+    )
+    assert len(rows) == 5
     for r in rows:
         assert r.error_code is None and r.error_message is None
         assert r.events == []
     assert rows[0].raw_value is None and rows[0].raw_key == key.encode("utf-8")
+    # other formats have no tombstones: there the line is JSON that is not an object
+    canal = decode_raw(spark, [(None, "null")], fmt="canal-json")
+    assert [r.error_code for r in canal] == [RejectCode.NOT_AN_OBJECT.value]
 
 
 def test_hostile_values_are_rejects_even_under_ansi(spark):
