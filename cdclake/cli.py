@@ -93,6 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with --input DIR --checkpoint DIR: at most N new files per micro-batch")
     ing.add_argument("--kafka-option", action="append", default=[], metavar="NAME=VALUE",
                      help="Kafka consumer setting passed through, e.g. security.protocol=SASL_SSL (repeatable)")
+    ing.add_argument("--max-record-bytes", type=int, metavar="N",
+                     help="reject records larger than N bytes as RECORD_TOO_LARGE (default 16 MiB)")
+    ing.add_argument("--max-columns", type=int, metavar="N",
+                     help="reject a table's events when it has more than N columns, as TOO_MANY_COLUMNS (default 4096)")
     ing.add_argument("--master", help="Spark master URL (default local[*])")
     ing.add_argument("--quiet", action="store_true", help="print only the one-line totals")
     conv = sub.add_parser("convert", help="turn messages of one format into another")
@@ -134,6 +138,16 @@ def main(argv: list[str] | None = None) -> int:
     except CdclakeError as e:
         print(f"cdclake: error: {e}", file=sys.stderr)
         return 2
+    except Exception as e:
+        from cdclake.apply.batch import concurrent_conflict
+
+        if not concurrent_conflict(e):
+            raise
+        # another writer committed to the same Delta table first: nothing of this batch that
+        # conflicted was applied, and the next run applies it (batch identities keep it once)
+        print(f"cdclake: error: CONCURRENT_WRITE: another writer committed to the target first; run the ingest again "
+              f"({str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__})", file=sys.stderr)
+        return 2
 
 
 def _formats() -> int:
@@ -152,6 +166,21 @@ def _formats() -> int:
     return 0
 
 
+def _limits(args):
+    """The :class:`cdclake.formats.base.Limits` of ``--max-record-bytes``/``--max-columns``.
+
+    Raises:
+        CdclakeError(BAD_OPTION): a limit below 1.
+    """
+    from cdclake.formats.base import Limits
+
+    given = {"max_record_bytes": args.max_record_bytes, "max_columns": args.max_columns}
+    for name, v in given.items():
+        if v is not None and v < 1:
+            raise CdclakeError("BAD_OPTION", f"--{name.replace('_', '-')} must be at least 1")
+    return Limits(**{k: v for k, v in given.items() if v is not None})
+
+
 def _ingest(args) -> int:
     from cdclake import formats
     from cdclake.pipeline import IngestConfig, check_target, ingest
@@ -160,6 +189,7 @@ def _ingest(args) -> int:
     if args.format != "auto":
         formats.get(args.format)  # fail fast on an unknown name, before Spark starts
     pks = _primary_keys(args.primary_key)
+    limits = _limits(args)  # fail fast on a bad limit, before Spark starts
     if args.kafka_bootstrap:
         return _ingest_kafka(args, pks)
     if args.checkpoint:
@@ -175,7 +205,7 @@ def _ingest(args) -> int:
 
     extra = _options(args.option)
     spark = get_spark(master=args.master)
-    config = IngestConfig(args.format, args.input, args.target, pks, args.canal_dts_inverted, extra)
+    config = IngestConfig(args.format, args.input, args.target, pks, args.canal_dts_inverted, extra, limits)
     console = _console()
     if console.is_terminal and not args.quiet:  # a spinner with the current step and the time
         import time
@@ -232,6 +262,7 @@ def _run_stream(args, pks: dict[str, list[str]], config) -> int:
     config.available_now = args.available_now
     config.trigger_interval = trigger_interval(args.trigger_interval) if args.trigger_interval else None
     config.primary_keys, config.canal_dts_inverted, config.extra = pks, args.canal_dts_inverted, _options(args.option)
+    config.limits = _limits(args)
     check_target(args.target)
 
     from cdclake.spark import get_spark
@@ -243,7 +274,7 @@ def _run_stream(args, pks: dict[str, list[str]], config) -> int:
     print(f"records in: {t.records_in}  decoded: {t.decoded}  rejected: {t.rejected}  events: {t.events}")
     for r in t.tables:
         if r.failed:
-            print(f"table failed: {_shown(r.table)}: {r.failed_events} events sent to the rejects table as TABLE_FAILED ({_shown(r.failed)})")
+            print(f"table failed: {_shown(r.table)}: {r.failed_events} events sent to the rejects table ({_shown(r.failed)})")
     return 0
 
 
@@ -401,7 +432,7 @@ def _print_summary(s, quiet: bool) -> None:
             console.print("rejects by code: " + ", ".join(f"{k}={v}" for k, v in sorted(s.reject_codes.items())))
     for r in s.tables:
         if r.failed:  # shown even with --quiet: the run goes on (exit 0), the table did not
-            print(f"table failed: {_shown(r.table)}: {r.failed_events} events sent to the rejects table as TABLE_FAILED ({_shown(r.failed)})")
+            print(f"table failed: {_shown(r.table)}: {r.failed_events} events sent to the rejects table ({_shown(r.failed)})")
     print(f"records in: {s.records_in}  decoded: {s.decoded}  rejected: {s.rejected}  events: {s.events}")
 
 

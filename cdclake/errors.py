@@ -40,6 +40,11 @@ class RejectCode(str, Enum):
     """Bytes that are not a datum of the expected Avro schema."""
     UNPAIRED_UPDATE = "UNPAIRED_UPDATE"
     """One half of a two-record update (before/after) whose other half never arrived."""
+    RECORD_TOO_LARGE = "RECORD_TOO_LARGE"
+    """A record value longer than the ingest's ``--max-record-bytes``."""
+    TOO_MANY_COLUMNS = "TOO_MANY_COLUMNS"
+    """An event of a table that has more columns in its batch than ``--max-columns``: the table's
+    events of the batch are rejected (``raw_value``: the canonical event as JSON)."""
     TABLE_FAILED = "TABLE_FAILED"
     """An event of a table that could not be applied in its batch (the file system refused the
     table's folder, Delta refused a change): the message gives the reason, ``raw_value`` the

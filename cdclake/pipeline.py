@@ -22,8 +22,8 @@ from cdclake.apply import audit
 from cdclake.apply.batch import apply_batch, table_path  # noqa: F401  (table_path: public helper)
 from cdclake.apply.delta_table import ApplyResult
 from cdclake.apply.plan import plan_batch
-from cdclake.errors import CdclakeError
-from cdclake.formats.base import Decoder, DecodeOptions
+from cdclake.errors import CdclakeError, RejectCode
+from cdclake.formats.base import Decoder, DecodeOptions, Limits
 from cdclake.formats.typed import batch_scope
 from cdclake.sources.files import resolve_inputs
 
@@ -38,6 +38,7 @@ class IngestConfig:
     primary_keys: ``{table name: [key columns]}`` from ``--primary-key`` (qualified or bare name).
     canal_dts_inverted: see :class:`cdclake.formats.base.DecodeOptions`.
     extra: format-specific settings (``--option NAME=VALUE``), e.g. ``table`` for datahub-tuple.
+    limits: record size and column count bounds (:class:`cdclake.formats.base.Limits`).
     """
 
     format: str
@@ -46,6 +47,7 @@ class IngestConfig:
     primary_keys: dict[str, list[str]] = field(default_factory=dict)
     canal_dts_inverted: bool = False
     extra: dict[str, str] = field(default_factory=dict)
+    limits: Limits = field(default_factory=Limits)
 
 
 @dataclass
@@ -96,7 +98,7 @@ def ingest(spark: SparkSession, config: IngestConfig, on_step=None) -> IngestSum
     target = check_target(config.target, spark)
     raw = decoder.read_files(spark, files)
     options = DecodeOptions(
-        primary_keys=config.primary_keys, canal_dts_inverted=config.canal_dts_inverted, extra=config.extra
+        primary_keys=config.primary_keys, canal_dts_inverted=config.canal_dts_inverted, extra=config.extra, limits=config.limits
     )
     if on_step:
         on_step(f"decoding {len(files)} file(s) as {decoder.name}")
@@ -170,6 +172,16 @@ def ingest_batch(
         options = replace(options, context=kept)
     with batch_scope():  # the parse stage is released once the flat rows are cached
         decoded = decoder.decode(raw, options)
+        too_big = F.coalesce(F.length("raw_value") > options.limits.max_record_bytes, F.lit(False))
+        decoded = decoded.select(
+            "source_record", "raw_key", "raw_value",
+            F.when(~too_big, F.col("events")).alias("events"),
+            F.when(too_big, F.lit(RejectCode.RECORD_TOO_LARGE.value)).otherwise(F.col("error_code")).alias("error_code"),
+            F.when(too_big, F.concat(
+                F.lit("record of "), F.length("raw_value").cast("string"),
+                F.lit(f" bytes is larger than the limit of {options.limits.max_record_bytes} (--max-record-bytes)"),
+            )).otherwise(F.col("error_message")).alias("error_message"),
+        )
         # one row per event, per reject, and per record that decodes to nothing (pos null);
         # the raw bytes are kept for rejects only
         flat = decoded.select(
@@ -210,6 +222,7 @@ def ingest_batch(
             apply_batch(
                 spark, events, target, options.primary_keys, txn,
                 side_tasks=reject_task if summary.rejected else None, plan=plan, fmt=decoder.name,
+                max_columns=options.limits.max_columns,
             )
         )
     finally:

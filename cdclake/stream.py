@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from cdclake import formats
 from cdclake.apply import audit
 from cdclake.errors import CdclakeError
-from cdclake.formats.base import DecodeOptions
+from cdclake.formats.base import DecodeOptions, Limits
 from cdclake.pipeline import IngestSummary, check_target, ingest_batch
 from cdclake.sources.kafka import KafkaInput, kafka_raw, read_kafka
 
@@ -50,7 +50,7 @@ class StreamConfig:
         ``max_offsets_per_trigger`` needs, then stop; else run until stopped.
     trigger_interval: e.g. ``10 seconds``: start a micro-batch at most this often (None: the
         next batch starts when the last one ends).
-    primary_keys, canal_dts_inverted, extra: as :class:`cdclake.pipeline.IngestConfig`.
+    primary_keys, canal_dts_inverted, extra, limits: as :class:`cdclake.pipeline.IngestConfig`.
     """
 
     format: str
@@ -64,6 +64,7 @@ class StreamConfig:
     primary_keys: dict[str, list[str]] = field(default_factory=dict)
     canal_dts_inverted: bool = False
     extra: dict[str, str] = field(default_factory=dict)
+    limits: Limits = field(default_factory=Limits)
 
 
 @dataclass
@@ -91,7 +92,9 @@ def run_stream(spark: SparkSession, config: StreamConfig, out=None) -> StreamSum
     decoder = formats.get(config.format)
     target = check_target(config.target, spark)
     audit.check_layout(target, spark)
-    options = DecodeOptions(primary_keys=config.primary_keys, canal_dts_inverted=config.canal_dts_inverted, extra=config.extra)
+    options = DecodeOptions(
+        primary_keys=config.primary_keys, canal_dts_inverted=config.canal_dts_inverted, extra=config.extra, limits=config.limits
+    )
     write = (lambda line: None) if out is False else (lambda line: print(line, file=out or sys.stdout, flush=True))
 
     summary = StreamSummary(totals=IngestSummary(decoder.name))

@@ -144,3 +144,39 @@ def test_status_of_a_target_given_as_a_uri(spark, capsys, tmp_path):
     assert code == 2 and "INPUT_NOT_FOUND" in err
     code, _, err = run(["status", "--target", f"file://{tmp_path}/nothing"], capsys)
     assert code == 2 and "INPUT_NOT_FOUND" in err
+
+
+def test_a_target_of_another_layout_is_refused_in_one_line(spark, capsys, tmp_path):
+    # a target written by a newer cdclake (another _cdclake layout): refused before any write
+    lake = tmp_path / "lake"
+    (lake / "_cdclake").mkdir(parents=True)
+    (lake / "_cdclake" / "layout.json").write_text('{"layout": 99}')
+    src = fixture_path("canal-json/apache-flink/canal-data.txt")
+    code, _, err = run(["ingest", "--format", "canal-json", "--input", str(src), "--target", str(lake)], capsys)
+    assert code == 2 and err.count("\n") == 1 and "TARGET_LAYOUT" in err and "99" in err
+    assert sorted(p.name for p in lake.rglob("*")) == ["_cdclake", "layout.json"]
+
+
+@pytest.mark.parametrize("args", [["--max-record-bytes", "0"], ["--max-columns", "-1"]])
+def test_limits_must_be_positive(capsys, tmp_path, args):
+    src = fixture_path("canal-json/apache-flink/canal-data.txt")
+    code, _, err = run(["ingest", "--format", "canal-json", "--input", str(src), "--target", str(tmp_path), *args], capsys)
+    assert code == 2 and err.count("\n") == 1 and "BAD_OPTION" in err and args[0] in err
+
+
+def test_names_from_messages_are_printed_as_text(capsys):
+    # rich markup in a table name would be read as markup (``[/x]`` raises), an ANSI escape
+    # would reach the terminal: both are shown as plain, visible text
+    from cdclake.apply.delta_table import ApplyResult
+    from cdclake.cli import _print_summary
+    from cdclake.pipeline import IngestSummary
+
+    s = IngestSummary("canal-json", tables=[
+        ApplyResult("db.[/x][bold]t", inserted=1, key=["[red]k"]),
+        ApplyResult("db.\x1b[31mred", failed="TABLE_FAILED: [/] no", failed_events=2),
+    ])
+    _print_summary(s, quiet=False)
+    out = capsys.readouterr().out
+    assert "db.[/x][bold]t" in out and "[red]k" in out
+    assert "\x1b[31m" not in out and "db.\\x1b[31mred" in out
+    assert "table failed: db.\\x1b[31mred: 2 events sent to the rejects table (TABLE_FAILED: [/] no)" in out

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from cdclake import targets
 from cdclake.errors import RejectCode
+from cdclake.formats.base import Limits
 
 #: names a hostile producer might send (issue 11's list and more)
 HOSTILE = [
@@ -92,14 +93,19 @@ def test_hostile_names_end_to_end(spark, tmp_path):
     first.parent.mkdir()
     lines = [_canal(d, t, {c: str(i) for c in COLUMNS}, 1000 + i) for i, (d, t) in enumerate(names)]
     lines.append(_canal("", "", {"id": "1"}, 1999))  # no name at all (Canal needs a database): not a table
+    lines.append(_canal("db", "big", {"id": "1", "v": "z" * 5000}, 1998))  # beyond --max-record-bytes
+    lines.append(_canal("db", "wide", {"id": "1", **{f"c{i}": "1" for i in range(12)}}, 1997))  # beyond --max-columns
     first.write_text("".join(line + "\n" for line in lines))
 
-    s1 = ingest(spark, IngestConfig("canal-json", [str(first)], str(target)))
-    assert (s1.records_in, s1.decoded, s1.rejected) == (len(names) + 1, len(names), 1)
-    assert s1.reject_codes == {RejectCode.MISSING_TABLE.value: 1}
+    limits = Limits(max_record_bytes=4096, max_columns=len(COLUMNS))
+    s1 = ingest(spark, IngestConfig("canal-json", [str(first)], str(target), limits=limits))
+    assert (s1.records_in, s1.decoded, s1.rejected) == (len(names) + 3, len(names) + 1, 2)
+    assert s1.reject_codes == {RejectCode.MISSING_TABLE.value: 1, RejectCode.RECORD_TOO_LARGE.value: 1}
     failed = {r.table: r for r in s1.tables if r.failed}
-    assert list(failed) == ["db.blocked"] and failed["db.blocked"].failed_events == 1
+    assert sorted(failed) == ["db.blocked", "db.wide"] and failed["db.blocked"].failed_events == 1
+    assert failed["db.blocked"].failed.startswith("TABLE_FAILED: ")
     assert "DELTA_CANNOT_CREATE_LOG_PATH" in failed["db.blocked"].failed or "not a directory" in failed["db.blocked"].failed.lower()
+    assert failed["db.wide"].failed.startswith("TOO_MANY_COLUMNS: 13 columns")
     assert sorted(r.table for r in s1.tables if not r.failed) == sorted(n for n in qualified if n != "db.blocked")
 
     # nothing was written outside the target; every table is one folder directly in it
@@ -113,12 +119,15 @@ def test_hostile_names_end_to_end(spark, tmp_path):
     # the blocked table's event is in the rejects table, whole; the tables carry their names
     rejects = spark.read.format("delta").load(str(target / "_cdclake" / "rejects")).collect()
     assert sorted((r.error_code, r.source_record.line) for r in rejects) == [
-        (RejectCode.MISSING_TABLE.value, len(names) + 1), (RejectCode.TABLE_FAILED.value, names.index(("db", "blocked")) + 1)
+        (RejectCode.MISSING_TABLE.value, len(names) + 1),
+        (RejectCode.RECORD_TOO_LARGE.value, len(names) + 2),
+        (RejectCode.TABLE_FAILED.value, names.index(("db", "blocked")) + 1),
+        (RejectCode.TOO_MANY_COLUMNS.value, len(names) + 3),
     ]
     event = json.loads(bytes(next(r for r in rejects if r.error_code == RejectCode.TABLE_FAILED.value).raw_value))
     assert (event["database"], event["table"], event["op"], event["after"]["a.b"]) == ("db", "blocked", "c", str(len(names) - 1))
     progress = {r.table for r in spark.read.format("delta").load(str(target / "_cdclake" / "progress")).collect()}
-    assert progress == set(qualified) - {"db.blocked"} | {None}
+    assert progress == set(qualified) - {"db.blocked"} | {None}  # a refused table's position does not move
 
     # a second batch: updates of every table (the blocked one now free) find the same folders
     (target / "db.blocked").unlink()

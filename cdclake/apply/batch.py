@@ -69,12 +69,14 @@ def run_all(tasks: list, workers: int | None = None) -> list:
 
 
 class TableFailed(Exception):
-    """One table's part of a batch failed (its name, the first line of the cause)."""
+    """One table's part of a batch failed or was refused: its name, the first line of the
+    cause, and the reject code its events get (``TABLE_FAILED``, ``TOO_MANY_COLUMNS``)."""
 
-    def __init__(self, table: str, reason: str):
+    def __init__(self, table: str, reason: str, code: str = RejectCode.TABLE_FAILED.value):
         super().__init__(f"{table}: {reason}")
         self.table = table
         self.reason = reason
+        self.code = code
 
 
 def _reason(e: BaseException) -> str:
@@ -84,11 +86,12 @@ def _reason(e: BaseException) -> str:
     return text.strip().splitlines()[0][:500] if text.strip() else type(e).__name__
 
 
-def _concurrent(e: BaseException) -> bool:
-    """A Delta optimistic-concurrency conflict (another writer committed first)."""
+def concurrent_conflict(e: BaseException) -> bool:
+    """A Delta optimistic-concurrency conflict (another writer committed first:
+    ``ConcurrentAppendException``, ``ConcurrentDeleteReadException`` ..., ``DELTA_CONCURRENT_*``)."""
     java = getattr(e, "java_exception", None)
     name = java.getClass().getName() if java is not None else type(e).__name__
-    return "Concurrent" in name or "ConcurrentModification" in str(e)[:200]
+    return "Concurrent" in name or "DELTA_CONCURRENT" in str(e)[:500]
 
 
 def guarded(name: str, task):
@@ -102,7 +105,7 @@ def guarded(name: str, task):
     except CdclakeError:
         raise
     except Exception as e:  # noqa: BLE001: any failure of one table is that table's failure
-        if _concurrent(e):
+        if concurrent_conflict(e):
             raise CdclakeError(
                 "CONCURRENT_WRITE", f"another writer committed to table {name} first; run the ingest again ({_reason(e)})"
             ) from None
@@ -110,24 +113,25 @@ def guarded(name: str, task):
 
 
 def write_table_failures(events: DataFrame, failures: list[tuple], fmt: str, target: str, txn: audit.Txn | None) -> None:
-    """Append the batch's events of failed tables (``failures``: ``(TablePlan, reason)``) to
-    the rejects table: code ``TABLE_FAILED``, message ``table <name> could not be applied:
+    """Append the batch's events of failed tables (``failures``: ``(TablePlan, TableFailed)``)
+    to the rejects table: the failure's code, message ``table <name> could not be applied:
     <reason>``, the canonical event as JSON in ``raw_value``, its ``source_record``. One commit,
     under its own batch identity (``<appId>.table_failed``) so a replay appends nothing twice."""
-    message = None
-    for p, reason in failures:
+    message = code = None
+    for p, f in failures:
         cond = (
             F.col("database").eqNullSafe(F.lit(p.database))
             & F.col("schema").eqNullSafe(F.lit(p.schema))
             & F.col("table").eqNullSafe(F.lit(p.table))
         )
-        text = F.lit(f"table {p.name} could not be applied: {reason}")
+        text = F.lit(f"table {p.name} could not be applied: {f.reason}")
         message = F.when(cond, text) if message is None else message.when(cond, text)
+        code = F.when(cond, F.lit(f.code)) if code is None else code.when(cond, F.lit(f.code))
     rows = events.select(
         F.col("source_record"),
         F.lit(None).cast("binary").alias("raw_key"),
         F.to_json(F.struct("*")).cast("binary").alias("raw_value"),
-        F.lit(RejectCode.TABLE_FAILED.value).alias("error_code"),
+        code.alias("error_code"),
         message.alias("error_message"),
     ).where(F.col("error_message").isNotNull())
     own = audit.Txn(f"{txn.app_id}.table_failed", txn.version) if txn is not None else None
@@ -143,6 +147,7 @@ def apply_batch(
     side_tasks: list | None = None,
     plan: BatchPlan | None = None,
     fmt: str = "canonical",
+    max_columns: int | None = None,
 ) -> list[ApplyResult]:
     """Apply canonical events (EVENT_SCHEMA rows, any format) to the tables under ``target``.
 
@@ -150,7 +155,8 @@ def apply_batch(
     audit appends idempotent (see :class:`cdclake.apply.audit.Txn`). ``side_tasks``: more
     callables to run with the first wave of writes (the pipeline's rejects append). ``plan``:
     the batch's plan when the caller made it (:func:`plan_batch`), else it is made here.
-    ``fmt``: the format named in the rejects of failed tables.
+    ``fmt``: the format named in the rejects of failed tables. ``max_columns``: a table with more
+    columns in the batch is not applied; its events are rejected as ``TOO_MANY_COLUMNS``.
     Returns one :class:`ApplyResult` per table with data, by table name.
 
     One table that cannot be applied (its folder refused by the file system, a change Delta
@@ -166,7 +172,7 @@ def apply_batch(
     if plan is None:
         plan = plan_batch(events, primary_keys)
     plan_all = plan
-    failures: dict[str, str] = {}
+    failures: dict[str, TableFailed] = {}
     progress = audit.read_progress(spark, target)
     states = progress.table_states()
     deletes_path = f"{target}/{audit.DELETES}"
@@ -180,13 +186,18 @@ def apply_batch(
     pending = [pool.submit(t) for t in appends]
     try:
         try:
+            refused = [
+                TableFailed(p.name, f"{len(p.columns)} columns, more than the limit of {max_columns} (--max-columns)",
+                            RejectCode.TOO_MANY_COLUMNS.value)
+                for p in plan.tables if max_columns is not None and len(p.columns) > max_columns
+            ]
             prepared = run_all(
                 [
                     lambda p=p: guarded(p.name, lambda: prepare_table(spark, p, table_path(target, p.name), states.get(p.name, TableState())))
-                    for p in plan.tables
+                    for p in plan.tables if p.name not in {f.table for f in refused}
                 ]
             )
-            failed = [x for x in prepared if isinstance(x, TableFailed)]
+            failed = refused + [x for x in prepared if isinstance(x, TableFailed)]
             with audit.txn_session(spark, txn):
                 written = run_all(
                     [lambda prep=prep: guarded(prep.plan.name, lambda: write_table(spark, events, prep, deletes_path))
@@ -199,7 +210,7 @@ def apply_batch(
         for f in pending:
             if f.exception() is not None:
                 raise f.exception()
-        failures = {f.table: f.reason for f in failed}
+        failures = {f.table: f for f in failed}
         if failures:
             write_table_failures(events, [(p, failures[p.name]) for p in plan.tables if p.name in failures], fmt, target, txn)
             plan = dataclasses.replace(
@@ -226,5 +237,5 @@ def apply_batch(
                 df.unpersist()
     counts = {p.name: sum(p.counts.values()) + len(p.ddl) for p in plan_all.tables}
     return [a.result for a in applied if a.touched] + [
-        ApplyResult(name, failed=reason, failed_events=counts.get(name, 0)) for name, reason in sorted(failures.items())
+        ApplyResult(name, failed=f"{f.code}: {f.reason}", failed_events=counts.get(name, 0)) for name, f in sorted(failures.items())
     ]

@@ -35,6 +35,21 @@ class Capabilities:
     partial_images: bool = False
 
 
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on what one record and one table may hold (``--max-record-bytes``,
+    ``--max-columns``); beyond them the record or the table's events of the batch are rejected
+    with a code (``RECORD_TOO_LARGE``, ``TOO_MANY_COLUMNS``), never the process stopped.
+
+    max_record_bytes: the largest record value, in bytes (default 16 MiB; Kafka's own default
+        limit is 1 MiB).
+    max_columns: the most columns a table may have in one batch (default 4096, MySQL's limit).
+    """
+
+    max_record_bytes: int = 16 * 1024 * 1024
+    max_columns: int = 4096
+
+
 @dataclass
 class DecodeOptions:
     """Per-run options a decoder may use.
@@ -47,12 +62,14 @@ class DecodeOptions:
     context: raw records (RAW_SCHEMA, ``source_record`` null) that earlier batches into the same
         target kept for a decoder with ``keeps_context`` (Qlik: its metadata messages); the
         decoder may consult them, never decodes them to events. None: no earlier batch kept any.
+    limits: see :class:`Limits` (applied by the ingest around every decoder).
     """
 
     primary_keys: dict[str, list[str]] = field(default_factory=dict)
     canal_dts_inverted: bool = False
     extra: dict[str, str] = field(default_factory=dict)
     context: DataFrame | None = None
+    limits: Limits = field(default_factory=Limits)
 
 
 class Decoder(ABC):

@@ -44,7 +44,7 @@ def parse_json(raw: DataFrame, schema_ddl: str, alias: str = "j", null_text_is_t
         tombstone = tombstone | F.col("text").rlike(r"^\s*null\s*$")
     code = (
         F.when(tombstone, F.lit(None))
-        .when(F.trim(F.col("text")) == "", F.lit(RejectCode.MALFORMED_JSON.value))
+        .when(F.expr(r"trim(BOTH ' \t\r\n' FROM text) = ''"), F.lit(RejectCode.MALFORMED_JSON.value))  # empty, white space
         .when(~corrupt, F.lit(None))
         .when(~valid_json, F.lit(RejectCode.MALFORMED_JSON.value))
         .when(~is_object, F.lit(RejectCode.NOT_AN_OBJECT.value))
