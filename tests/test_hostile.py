@@ -13,12 +13,15 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from decimal import Decimal
 from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cdclake import targets
+from cdclake.apply import audit
+from cdclake.apply.plan import BatchPlan, SourceProgress
 from cdclake.errors import RejectCode
 from cdclake.formats.base import Limits
 
@@ -130,6 +133,7 @@ def test_hostile_names_end_to_end(spark, tmp_path):
     assert progress == set(qualified) - {"db.blocked"} | {None}  # a refused table's position does not move
 
     # a second batch: updates of every table (the blocked one now free) find the same folders
+    stale = audit.read_progress(spark, str(target))  # what a second writer started from
     (target / "db.blocked").unlink()
     second = tmp_path / "in" / "second.jsonl"
     second.write_text("".join(
@@ -146,3 +150,11 @@ def test_hostile_names_end_to_end(spark, tmp_path):
         if n == "db.blocked":  # its insert went to the rejects: the update alone (an upsert) made the row
             assert rows[0]["_cdc_op"] == "u"
         assert {c: rows[0][c] for c in COLUMNS} == want, n
+
+    # that second writer ends after this batch: its progress is merged into the newer rows, not
+    # written over them (a lost update would take every table back to the first batch)
+    other = SourceProgress("other-writer", None, [Decimal(5)], "5", 5, None)
+    audit.update_progress(spark, str(target), BatchPlan(tables=[], progress=[other]), stale, {})
+    progress = {(r.source, r.table): r.last_position_text for r in spark.read.format("delta").load(str(target / "_cdclake" / "progress")).collect()}
+    assert progress[("other-writer", None)] == "5"
+    assert progress[(None, "db.blocked")].startswith(str(2000 + names.index(("db", "blocked"))))

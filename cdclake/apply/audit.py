@@ -410,12 +410,21 @@ def update_progress(
         )
     if not rows:
         return
-    merged = merge_progress(progress.rows, [dict(zip(PROGRESS_FIELDS, r)) for r in rows])
-    merged = [{k: _decimals(k, v) for k, v in r.items()} for r in merged]
     path = f"{target}/{PROGRESS}"
+    base = progress
+    if _commit_file(spark, path, 0 if progress.version is None else progress.version + 1) is not None:
+        # another writer moved the progress since this batch read it: merge into its rows, not
+        # over them (the merge only moves values forward, so the order of writers does not
+        # matter). The check and the overwrite below are not one atomic step: two writers
+        # committing within that moment can still lose the first one's rows (NOTES.md)
+        with _progress_lock:
+            _progress_cache.pop(path, None)
+        base = read_progress(spark, target)
+    merged = merge_progress(base.rows, [dict(zip(PROGRESS_FIELDS, r)) for r in rows])
+    merged = [{k: _decimals(k, v) for k, v in r.items()} for r in merged]
     df = spark.createDataFrame([tuple(r[f] for f in PROGRESS_FIELDS) for r in merged], PROGRESS_SCHEMA).coalesce(1)
     df.write.format("delta").mode("overwrite").save(path)
-    _remember_progress(spark, path, 0 if progress.version is None else progress.version + 1, merged)
+    _remember_progress(spark, path, 0 if base.version is None else base.version + 1, merged)
 
 
 def _decimals(name: str, v):
