@@ -91,7 +91,8 @@ def ingest(spark: SparkSession, config: IngestConfig, on_step=None) -> IngestSum
     with a short text as each step of the batch begins (the CLI shows it on a terminal).
 
     Raises:
-        CdclakeError: UNKNOWN_FORMAT, INPUT_NOT_FOUND, TARGET_NOT_WRITABLE, FORMAT_NOT_DETECTED.
+        CdclakeError: UNKNOWN_FORMAT, INPUT_NOT_FOUND, TARGET_NOT_WRITABLE, FORMAT_NOT_DETECTED,
+        TARGET_LOCKED (another process is writing the target: :class:`cdclake.targets.WriterLock`).
     """
     files = resolve_inputs(config.inputs)
     decoder = formats.get(config.format) if config.format != "auto" else detect_format(files)
@@ -102,7 +103,8 @@ def ingest(spark: SparkSession, config: IngestConfig, on_step=None) -> IngestSum
     )
     if on_step:
         on_step(f"decoding {len(files)} file(s) as {decoder.name}")
-    return ingest_batch(spark, raw, decoder, options, target, file_set_txn(files), on_step)
+    with targets.WriterLock(target, spark):
+        return ingest_batch(spark, raw, decoder, options, target, file_set_txn(files), on_step)
 
 
 def file_set_txn(files: list[str]) -> audit.Txn:

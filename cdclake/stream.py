@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
-from cdclake import formats
+from cdclake import formats, targets
 from cdclake.apply import audit
 from cdclake.errors import CdclakeError
 from cdclake.formats.base import DecodeOptions, Limits
@@ -84,7 +84,7 @@ def run_stream(spark: SparkSession, config: StreamConfig, out=None) -> StreamSum
     file ``out`` (None: stdout; False: no lines).
 
     Raises:
-        CdclakeError: UNKNOWN_FORMAT, BAD_OPTION, TARGET_NOT_WRITABLE, TARGET_LAYOUT;
+        CdclakeError: UNKNOWN_FORMAT, BAD_OPTION, TARGET_NOT_WRITABLE, TARGET_LAYOUT, TARGET_LOCKED;
         the query's own failure (a Kafka or Delta error) as ``STREAM_FAILED`` with its reason.
     """
     if config.format == "auto":
@@ -135,6 +135,8 @@ def run_stream(spark: SparkSession, config: StreamConfig, out=None) -> StreamSum
     elif config.trigger_interval:
         writer = writer.trigger(processingTime=config.trigger_interval)
 
+    lock = targets.WriterLock(target, spark)
+    lock.__enter__()  # one writer per target for the whole run (TARGET_LOCKED otherwise)
     stop = threading.Event()
     previous = {}
 
@@ -169,6 +171,7 @@ def run_stream(spark: SparkSession, config: StreamConfig, out=None) -> StreamSum
         spark.streams.removeListener(listener)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        lock.__exit__(None, None, None)
     return summary
 
 

@@ -12,7 +12,12 @@ jars and credentials in its configuration: ``hadoop-aws`` for ``s3a``, ``hadoop-
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import re
+import socket
+import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -121,13 +126,13 @@ class TargetFiles:
             return bool(self._fs.exists(self._jpath(self.path(rel))))
         return Path(self.path(rel)).exists()
 
-    def has_entries(self, rel: str) -> bool:
-        """True when the folder ``rel`` exists and holds anything."""
+    def has_entries(self, rel: str, ignore: frozenset[str] = frozenset()) -> bool:
+        """True when the folder ``rel`` exists and holds anything but the names in ``ignore``."""
         if not self.exists(rel):
             return False
         if self.uri:
-            return len(self._fs.listStatus(self._jpath(self.path(rel)))) > 0
-        return any(Path(self.path(rel)).iterdir())
+            return any(st.getPath().getName() not in ignore for st in self._fs.listStatus(self._jpath(self.path(rel))))
+        return any(p.name not in ignore for p in Path(self.path(rel)).iterdir())
 
     def read_text(self, rel: str) -> str:
         if self.uri:
@@ -150,6 +155,39 @@ class TargetFiles:
         p = Path(self.path(rel))
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text, encoding="utf-8")
+
+    def create_new(self, rel: str, text: str) -> bool:
+        """Create ``rel`` holding ``text`` only if it does not exist (atomic on a local or
+        HDFS file system: ``O_EXCL`` / ``create(overwrite=false)``); False when it exists."""
+        if self.uri:
+            jp = self._jpath(self.path(rel))
+            try:
+                out = self._fs.create(jp, False)
+            except Exception as e:  # py4j: FileAlreadyExistsException
+                if self._fs.exists(jp):
+                    return False
+                raise e
+            try:
+                out.write(bytearray(text.encode("utf-8")))
+            finally:
+                out.close()
+            return True
+        p = Path(self.path(rel))
+        p.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        return True
+
+    def delete(self, rel: str) -> None:
+        """Remove the file ``rel`` (nothing when it is not there)."""
+        if self.uri:
+            self._fs.delete(self._jpath(self.path(rel)), False)
+        else:
+            Path(self.path(rel)).unlink(missing_ok=True)
 
     def check_writable(self) -> None:
         """Create the target folder if needed and write, then delete, a probe file in it.
@@ -174,3 +212,133 @@ class TargetFiles:
             if java is None:
                 raise
             raise CdclakeError("TARGET_NOT_WRITABLE", f"cannot write to target {self.target}: {java.toString()}") from None
+
+
+#: the lock file of the process writing a target
+LOCK_FILE = "_cdclake/writer.lock"
+#: a lock of another host whose heartbeat is older than this is taken over (ms)
+LOCK_STALE_MS = 10 * 60 * 1000
+#: how often the holder refreshes its heartbeat (s)
+LOCK_HEARTBEAT_S = 60.0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class WriterLock:
+    """One writer per target: held for a whole ingest (a file ingest, or a stream for its whole
+    run), as ``_cdclake/writer.lock`` (JSON: ``pid``, ``host``, ``id``, ``started_ms``,
+    ``heartbeat_ms``), created atomically.
+
+    Why: a batch reads the target's state (``_cdclake/progress``: the latest truncate and
+    delete of each table) at its start and relies on it at its commits. Delta's optimistic
+    concurrency checks each table's own commits, not that state, so two writers at once can
+    both commit and leave rows a truncate or a delete of the other had removed (measured: two
+    concurrent ingests of simulated Canal files left 7 rows too many). So a second writer is
+    refused: ``CdclakeError(TARGET_LOCKED)``.
+
+    A lock left by a process that died (kill -9) is taken over: on the same host when its pid
+    is gone, from another host when its heartbeat (refreshed every
+    :data:`LOCK_HEARTBEAT_S` s by a daemon thread) is older than :data:`LOCK_STALE_MS`. The
+    same process may take the lock again (re-entrant: a stream's batches, tests in one process).
+    On an object store without atomic create-if-absent (S3 before conditional writes) two
+    starts at the same moment can both win: run one writer per target there.
+    """
+
+    _held: dict[str, list] = {}
+    _guard = threading.Lock()
+
+    def __init__(self, target: str, spark=None) -> None:
+        self.files = TargetFiles(target, spark)
+        self.key = self.files.target
+
+    def __enter__(self) -> "WriterLock":
+        with WriterLock._guard:
+            held = WriterLock._held.get(self.key)
+            if held is not None:
+                held[0] += 1
+                return self
+            self._acquire()
+            stop = threading.Event()
+            beat = threading.Thread(target=self._beat, args=(stop,), daemon=True, name="cdclake-lock-heartbeat")
+            WriterLock._held[self.key] = [1, stop, self._me]
+            beat.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        with WriterLock._guard:
+            held = WriterLock._held[self.key]
+            held[0] -= 1
+            if held[0] > 0:
+                return
+            del WriterLock._held[self.key]
+            held[1].set()
+            try:
+                if self._read() == held[2]["id"]:
+                    self.files.delete(LOCK_FILE)
+            except Exception:  # noqa: BLE001: a lock that cannot be removed is stale at the next start
+                pass
+
+    def _record(self) -> dict:
+        now = int(time.time() * 1000)
+        return {"pid": os.getpid(), "host": socket.gethostname(), "id": uuid.uuid4().hex, "started_ms": now, "heartbeat_ms": now}
+
+    def _read(self) -> str | None:
+        try:
+            return json.loads(self.files.read_text(LOCK_FILE)).get("id")
+        except Exception:  # noqa: BLE001
+            return None
+
+    def _acquire(self) -> None:
+        from cdclake.errors import CdclakeError
+
+        self._me = self._record()
+        for _ in range(3):
+            if self.files.create_new(LOCK_FILE, json.dumps(self._me)):
+                return
+            try:
+                other = json.loads(self.files.read_text(LOCK_FILE))
+            except Exception:  # noqa: BLE001: unreadable (half written, or removed meanwhile)
+                other = None
+            if other is not None and not self._stale(other):
+                raise CdclakeError(
+                    "TARGET_LOCKED",
+                    f"target {self.key} is being written by process {other.get('pid')} on {other.get('host')} "
+                    f"(since {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(other.get('started_ms', 0) / 1000))} UTC): "
+                    f"one writer per target; a lock of a process that died is taken over",
+                )
+            if other is None:
+                time.sleep(0.2)
+                if self.files.exists(LOCK_FILE):
+                    try:
+                        json.loads(self.files.read_text(LOCK_FILE))
+                        continue  # readable now: look again
+                    except Exception:  # noqa: BLE001
+                        pass
+            self.files.delete(LOCK_FILE)  # stale: take it over
+        raise CdclakeError("TARGET_LOCKED", f"could not take the writer lock of target {self.key}")
+
+    @staticmethod
+    def _stale(other: dict) -> bool:
+        if other.get("host") == socket.gethostname():
+            pid = other.get("pid")
+            # our own pid: a lock this process no longer holds (it would be in ``_held``)
+            return not isinstance(pid, int) or pid == os.getpid() or not _alive(pid)
+        return int(time.time() * 1000) - int(other.get("heartbeat_ms") or 0) > LOCK_STALE_MS
+
+    def _beat(self, stop: threading.Event) -> None:
+        while not stop.wait(LOCK_HEARTBEAT_S):
+            try:
+                if self._read() != self._me["id"]:
+                    return  # taken over (we were thought dead): stop refreshing
+                self._me["heartbeat_ms"] = int(time.time() * 1000)
+                self.files.write_text(LOCK_FILE, json.dumps(self._me))
+            except Exception:  # noqa: BLE001: a missed heartbeat only makes the lock look older
+                pass

@@ -180,3 +180,25 @@ def test_names_from_messages_are_printed_as_text(capsys):
     assert "db.[/x][bold]t" in out and "[red]k" in out
     assert "\x1b[31m" not in out and "db.\\x1b[31mred" in out
     assert "table failed: db.\\x1b[31mred: 2 events sent to the rejects table (TABLE_FAILED: [/] no)" in out
+
+
+def test_a_target_being_written_by_another_process_is_refused_in_one_line(capsys, tmp_path):
+    # one writer per target (cdclake.targets.WriterLock): a live process's lock refuses a second
+    # ingest before it writes anything (a lock of a dead process is taken over: tests/test_hostile.py)
+    import json
+
+    lake = tmp_path / "lake"
+    (lake / "_cdclake").mkdir(parents=True)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        import socket
+
+        lock = {"pid": other.pid, "host": socket.gethostname(), "id": "x", "started_ms": 0, "heartbeat_ms": 0}
+        (lake / "_cdclake" / "writer.lock").write_text(json.dumps(lock))
+        src = fixture_path("canal-json/apache-flink/canal-data.txt")
+        code, _, err = run(["ingest", "--format", "canal-json", "--input", str(src), "--target", str(lake)], capsys)
+    finally:
+        other.kill()
+        other.wait()
+    assert code == 2 and err.count("\n") == 1 and "TARGET_LOCKED" in err and f"process {other.pid}" in err
+    assert sorted(p.name for p in lake.rglob("*")) == ["_cdclake", "writer.lock"]

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
+import sys
 import uuid
 from decimal import Decimal
 from pathlib import Path
@@ -92,6 +95,11 @@ def test_hostile_names_end_to_end(spark, tmp_path):
     # a file where the table ``db.blocked`` would go: the file system refuses that one table
     target.mkdir(parents=True)
     (target / "db.blocked").write_text("in the way")
+    # the writer lock of a process that died (kill -9) on this host: taken over
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (target / "_cdclake").mkdir()
+    (target / "_cdclake" / "writer.lock").write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname(), "id": "gone"}))
     first = tmp_path / "in" / "first.jsonl"
     first.parent.mkdir()
     lines = [_canal(d, t, {c: str(i) for c in COLUMNS}, 1000 + i) for i, (d, t) in enumerate(names)]
@@ -115,6 +123,7 @@ def test_hostile_names_end_to_end(spark, tmp_path):
     outside = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if target not in p.parents and p != target)
     assert outside == ["home", "in", "in/first.jsonl"]
     assert not Path(escape).exists() and not (home / "x").exists()
+    assert not (target / "_cdclake" / "writer.lock").exists()  # released at the end of the ingest
     folders = {targets.table_folder(n) for n in qualified}
     assert {p.name for p in target.iterdir()} == folders | {"_cdclake"}
     assert (target / "db.blocked").read_text() == "in the way"

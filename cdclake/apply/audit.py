@@ -136,7 +136,7 @@ def check_layout(target: str, spark: SparkSession | None = None) -> None:
                 f"target {target} was written by a cdclake with _cdclake layout {found!r}; this one writes layout {LAYOUT}: use another target",
             )
         return
-    if files.has_entries("_cdclake"):
+    if files.has_entries("_cdclake", ignore=frozenset({"writer.lock"})):  # the lock is not a table
         raise CdclakeError(
             "TARGET_LAYOUT",
             f"target {target} holds _cdclake tables of an older cdclake (layout 1); this one writes layout {LAYOUT}: use another target",

@@ -87,11 +87,22 @@ def _reason(e: BaseException) -> str:
 
 
 def concurrent_conflict(e: BaseException) -> bool:
-    """A Delta optimistic-concurrency conflict (another writer committed first:
-    ``ConcurrentAppendException``, ``ConcurrentDeleteReadException`` ..., ``DELTA_CONCURRENT_*``)."""
+    """A Delta optimistic-concurrency conflict: another writer committed first. Delta's
+    ``ConcurrentAppendException``, ``ConcurrentDeleteReadException``, ``MetadataChangedException``,
+    ``ProtocolChangedException`` (two writers creating one table) ... all extend
+    ``java.util.ConcurrentModificationException``; their error classes start ``DELTA_CONCURRENT``,
+    ``DELTA_METADATA_CHANGED``, ``DELTA_PROTOCOL_CHANGED``."""
     java = getattr(e, "java_exception", None)
-    name = java.getClass().getName() if java is not None else type(e).__name__
-    return "Concurrent" in name or "DELTA_CONCURRENT" in str(e)[:500]
+    depth = 0
+    while java is not None and depth < 5:  # the exception and its causes
+        cls = java.getClass()
+        while cls is not None:
+            if cls.getName() == "java.util.ConcurrentModificationException":
+                return True
+            cls = cls.getSuperclass()
+        java, depth = java.getCause(), depth + 1
+    text = str(e)[:2000]
+    return any(code in text for code in ("DELTA_CONCURRENT", "DELTA_METADATA_CHANGED", "DELTA_PROTOCOL_CHANGED"))
 
 
 def guarded(name: str, task):
