@@ -100,6 +100,13 @@ def table_name(folder: str) -> str | None:
     return raw.decode("utf-8", "surrogatepass")
 
 
+def hadoop_fs(spark, path: str):
+    """``(file system, path)``: the Hadoop FileSystem of the running session that holds
+    ``path`` (any scheme, or a local path), and ``path`` as a Hadoop ``Path``."""
+    jpath = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(path)
+    return jpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), jpath
+
+
 class TargetFiles:
     """Small files under a target, local or on a Hadoop file system.
 
@@ -114,9 +121,8 @@ class TargetFiles:
         if self.uri:
             if spark is None:
                 raise ValueError(f"a Spark session is needed to open {target}")
-            jvm = spark.sparkContext._jvm
-            self._jpath = jvm.org.apache.hadoop.fs.Path
-            self._fs = self._jpath(self.target).getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+            self._jpath = spark.sparkContext._jvm.org.apache.hadoop.fs.Path
+            self._fs, _ = hadoop_fs(spark, self.target)
 
     def path(self, rel: str = "") -> str:
         return join(self.target, rel) if rel else self.target

@@ -51,7 +51,7 @@ from cdclake.apply.delta_table import ApplyResult, TableState
 from cdclake.apply.plan import BatchPlan, order_key
 from cdclake.errors import CdclakeError
 from cdclake.model import EVENT_COLUMNS, SOURCE_RECORD_SCHEMA
-from cdclake.targets import TargetFiles
+from cdclake.targets import TargetFiles, hadoop_fs
 
 CHANGELOG = "_cdclake/changelog"
 REJECTS = "_cdclake/rejects"
@@ -261,9 +261,7 @@ _progress_lock = threading.Lock()
 def _commit_file(spark: SparkSession, path: str, version: int):
     """The Hadoop ``FileStatus`` of commit ``version`` of the Delta table at ``path``
     (``_delta_log/<version, 20 digits>.json``, the Delta protocol's commit file), or None."""
-    jvm = spark._jvm
-    f = jvm.org.apache.hadoop.fs.Path(f"{path}/_delta_log/{version:020d}.json")
-    fs = f.getFileSystem(spark._jsc.hadoopConfiguration())
+    fs, f = hadoop_fs(spark, f"{path}/_delta_log/{version:020d}.json")
     return fs.getFileStatus(f) if fs.exists(f) else None
 
 

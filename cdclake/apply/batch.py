@@ -81,7 +81,7 @@ class TableFailed(Exception):
 
 def _reason(e: BaseException) -> str:
     """The first line of an exception's message (a JVM error's class and message)."""
-    java = getattr(e, "java_exception", None)
+    java = getattr(e, "java_exception", None) or getattr(e, "_origin", None)
     text = java.toString() if java is not None else f"{type(e).__name__}: {e}"
     return text.strip().splitlines()[0][:500] if text.strip() else type(e).__name__
 
@@ -92,7 +92,7 @@ def concurrent_conflict(e: BaseException) -> bool:
     ``ProtocolChangedException`` (two writers creating one table) ... all extend
     ``java.util.ConcurrentModificationException``; their error classes start ``DELTA_CONCURRENT``,
     ``DELTA_METADATA_CHANGED``, ``DELTA_PROTOCOL_CHANGED``."""
-    java = getattr(e, "java_exception", None)
+    java = getattr(e, "java_exception", None) or getattr(e, "_origin", None)  # Py4JJavaError / CapturedException
     depth = 0
     while java is not None and depth < 5:  # the exception and its causes
         cls = java.getClass()
@@ -106,16 +106,18 @@ def concurrent_conflict(e: BaseException) -> bool:
 
 
 def guarded(name: str, task):
-    """Run one table's ``task``; an exception becomes :class:`TableFailed` (returned, not
-    raised) so one bad table never stops the others. A Delta concurrency conflict (another
+    """Run one table's ``task``; an error raised by Spark, Delta or the file system becomes
+    :class:`TableFailed` (returned, not raised) so one bad table never stops the others. A Delta concurrency conflict (another
     writer committed to the table first) is not the table's fault: it is raised as
     ``CdclakeError(CONCURRENT_WRITE)``, and the batch is applied again by the next run with the
     same identity (nothing twice)."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors.exceptions.captured import CapturedException
+
     try:
         return task()
-    except CdclakeError:
-        raise
-    except Exception as e:  # noqa: BLE001: any failure of one table is that table's failure
+    except (Py4JJavaError, CapturedException, OSError) as e:  # Spark, Delta, the file system
+        # (a Python error of cdclake's own code is not caught: it is a bug, not the table's)
         if concurrent_conflict(e):
             raise CdclakeError(
                 "CONCURRENT_WRITE", f"another writer committed to table {name} first; run the ingest again ({_reason(e)})"
