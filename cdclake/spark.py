@@ -61,6 +61,18 @@ def env_conf() -> dict[str, str]:
     return out
 
 
+#: Avro's own bounds (Avro 1.12 ``SystemLimitException``; JVM-wide, read once): a damaged
+#: DTS datum may declare a string, bytes or array length of gigabytes, which Avro allocates
+#: before it reads, and the JVM died of ``OutOfMemoryError`` (found by ``bench/fuzz.py``).
+#: No field of one record is longer than the record; beyond these the datum fails to decode
+#: (``from_avro`` PERMISSIVE: ``AVRO_DECODE_ERROR``). 64 MiB is above ``--max-record-bytes``'s
+#: default (16 MiB).
+AVRO_LIMITS = " ".join(
+    f"-Dorg.apache.avro.limits.{name}.maxLength={n}"
+    for name, n in (("string", 64 * 1024 * 1024), ("bytes", 64 * 1024 * 1024), ("collectionItems", 1_000_000))
+)
+
+
 def get_spark(master: str | None = None, app_name: str = "cdclake", conf: dict | None = None):
     """Return the active SparkSession, or build the cdclake one.
 
@@ -111,7 +123,8 @@ def get_spark(master: str | None = None, app_name: str = "cdclake", conf: dict |
         # decoder's projections, where it inlines the whole decode expression (from_json once per
         # reference): decoding ran ~10 times slower. The decoders' outputs are exploded unfiltered.
         .config("spark.sql.optimizer.excludedRules", "org.apache.spark.sql.catalyst.optimizer.InferFiltersFromGenerate")
-        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=WARN")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.level=WARN {AVRO_LIMITS}")
+        .config("spark.executor.extraJavaOptions", AVRO_LIMITS)
     )
     for key, value in {**env_conf(), **(conf or {})}.items():
         builder = builder.config(key, value)

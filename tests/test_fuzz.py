@@ -55,12 +55,38 @@ DATAWORKS_DDL = json.dumps({
 }).encode()
 
 
+def _varint(n: int) -> bytes:
+    z = (n << 1) ^ (n >> 63)  # Avro's zigzag long
+    out = bytearray()
+    while z > 0x7F:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+#: a DTS datum whose ``sourcePosition`` (the fourth field, a string) declares 2 GiB: Avro
+#: allocated that before reading, and the JVM died of OutOfMemoryError (found by bench/fuzz.py;
+#: cdclake.spark.AVRO_LIMITS bounds it): it must be one AVRO_DECODE_ERROR
+AVRO_HUGE_STRING = _varint(1) + _varint(1) + _varint(1) + _varint(2**31 - 16) + b"x" * 16
+
+
+#: a Canal ``blob`` value (Canal writes bytes as ISO-8859-1 text) holding characters ISO-8859-1
+#: lacks: Spark 4's ``encode`` raised MALFORMED_CHARACTER_CODING and failed the whole job
+#: (found by bench/fuzz.py); it must be one BAD_VALUE
+CANAL_NOT_LATIN1 = json.dumps({
+    "data": [{"id": "1", "b": "\u20ac\u4e2d"}], "database": "d", "table": "t", "es": 1, "ts": 1, "id": 1, "isDdl": False,
+    "mysqlType": {"id": "int", "b": "blob"}, "sqlType": {"id": 4, "b": 2004}, "pkNames": ["id"], "old": None, "type": "INSERT",
+}).encode()
+
+
 @given(st.integers(min_value=0, max_value=2**32))
 def test_every_decoder_survives_damaged_records(spark, tmp_path_factory, seed: int):
     rnd = random.Random(seed)
     real = _real(tmp_path_factory.mktemp("real"))
-    inputs = fuzz_inputs(rnd, per_format=16, real=real, big_bytes=10 * 1024 * 1024, extra={"dataworks-json": [DATAWORKS_DDL]})
-    counts, sample = decode_mutated(spark, inputs, keep=[("dataworks-json", DATAWORKS_DDL)])
+    extra = {"dataworks-json": [DATAWORKS_DDL], "dts-avro": [AVRO_HUGE_STRING], "canal-json": [CANAL_NOT_LATIN1]}
+    inputs = fuzz_inputs(rnd, per_format=16, real=real, big_bytes=10 * 1024 * 1024, extra=extra)
+    counts, sample = decode_mutated(spark, inputs, keep=[(f, v) for f, vs in extra.items() for v in vs])
 
     names = {d.name for d in formats.all_decoders()}
     assert set(counts) == names
@@ -71,6 +97,10 @@ def test_every_decoder_survives_damaged_records(spark, tmp_path_factory, seed: i
         assert set(by_code) - {None} <= codes, (fmt, by_code)
         # the damage is seen: most damaged records are rejected, and some survive whole
         assert sum(n for c, n in by_code.items() if c is not None) > len(inputs[fmt]) // 4, (fmt, by_code)
+    (huge,) = sample[("dts-avro", AVRO_HUGE_STRING)]
+    assert huge.error_code == RejectCode.AVRO_DECODE_ERROR.value
+    (latin,) = sample[("canal-json", CANAL_NOT_LATIN1)]
+    assert latin.error_code == RejectCode.BAD_VALUE.value and "column(s) b" in latin.error_message
     # the Java object in ddlMeta is inert: the DDL decodes to its text, the payload goes nowhere
     (ddl,) = sample[("dataworks-json", DATAWORKS_DDL)]
     assert ddl.error_code is None

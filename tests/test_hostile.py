@@ -27,6 +27,7 @@ from cdclake.apply import audit
 from cdclake.apply.plan import BatchPlan, SourceProgress
 from cdclake.errors import RejectCode
 from cdclake.formats.base import Limits
+from tests.roundtrip import scaled
 
 #: names a hostile producer might send (issue 11's list and more)
 HOSTILE = [
@@ -58,7 +59,7 @@ def test_hostile_names_stay_one_folder_inside_the_target():
         assert targets.table_folder(n) == n
 
 
-@settings(max_examples=500, derandomize=True)
+@settings(max_examples=scaled(500))  # 500 in CI, 5,000 under ``bin/test --thorough``
 @given(st.lists(st.text(min_size=0, max_size=300), min_size=1, max_size=20, unique=True))
 def test_any_name_maps_to_its_own_folder_inside_the_target(names):
     target = Path("/srv/lake")
