@@ -2,13 +2,13 @@
 either decoded or rejected with a stable code, records in = decoded + rejected.
 
 Valid records come from two places: each format's encoder over a seeded simulated workload (all
-eight formats), and real messages committed by public projects for the JSON formats that have
+seven formats), and real messages committed by public projects for the JSON formats that have
 them (``shared/fixtures``: Flink's Canal and Debezium test data, Paimon's DataWorks test data;
 origins in ``shared/fixtures/SOURCES.md``). :mod:`cdclake.testing.mutate` damages them; the fixed
 hostile values (empty, white space, ``null``, deep nesting, invalid UTF-8, duplicate keys, a
 10 MB value) go to every decoder too.
 
-All formats are decoded in one Spark job (a union of the eight decoders' plans, one aggregate).
+All formats are decoded in one Spark job (a union of the seven decoders' plans, one aggregate).
 Under the ``ci`` hypothesis profile one example (one batch of mutations per format) runs; the
 ``thorough`` profile (``bin/test --thorough``) runs ten; ``bench/fuzz.py`` runs as many as asked
 and prints the rejects by code.
