@@ -33,13 +33,22 @@ FIXTURES = SHARED / "fixtures"
 
 
 #: settings for the suite's small data (semantics unchanged): 2 shuffle partitions; Delta
-#: rebuilds a table's snapshot (its file list, on every MERGE and read) with 50 tasks by default,
-#: 2 are plenty for test tables; no Spark UI; no adaptive re-planning of queries this small
+#: rebuilds a table's snapshot (its file list, on every MERGE and read) in 1 task, as cdclake
+#: sets it (cdclake.spark.get_spark); no Spark UI; no adaptive re-planning of queries this small;
+#: no whole-stage code generation: on a few hundred rows the suite's time went to compiling
+#: each new plan (the decoders' per-batch plans are new every batch, and some make Janino fail
+#: with "Code grows beyond 64 KB" before Spark falls back), measured session 10: the seven
+#: decodes of test_convert's fixture 58 s -> 41 s, tests/apply/test_semantics.py 264 s -> 236 s.
+#: Results do not depend on it (Spark evaluates the same expressions either way, each still
+#: compiled). The CLI processes the suite starts (kill -9, cluster, CLI tests run through
+#: ``python -m cdclake.cli``) and the benchmarks run with cdclake's own settings, whole-stage
+#: code generation on.
 TEST_CONF = {
     "spark.sql.shuffle.partitions": "2",
-    "spark.databricks.delta.snapshotPartitions": "2",
+    "spark.databricks.delta.snapshotPartitions": "1",
     "spark.ui.enabled": "false",
     "spark.sql.adaptive.enabled": "false",
+    "spark.sql.codegen.wholeStage": "false",
 }
 
 

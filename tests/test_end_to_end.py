@@ -53,7 +53,7 @@ def test_canal_flink_file_and_rerun_is_a_no_op(spark, tmp_path):
     assert dict(df.dtypes) == {
         "id": "int", "name": "string", "description": "string", "weight": "float",
         "_cdc_position": "array<decimal(38,0)>", "_cdc_position_text": "string", "_cdc_op": "string",
-        "_cdc_event_time_ms": "bigint",
+        "_cdc_event_time_ms": "bigint", "_cdc_record": "struct<file:string,line:bigint,partition:int,offset:bigint>",
     }
     assert spark.read.format("delta").load(f"{target}/_cdclake/changelog").count() == 21
     before = sorted(map(tuple, df.collect()))

@@ -1,9 +1,10 @@
 """Exactly once under crashes: while a producer writes a simulator workload into a Kafka topic,
 the running ``cdclake ingest`` (a real process, the CLI) is killed with SIGKILL at random
-moments five times and started again each time; once the broker itself is restarted under the
-running query; the last run is stopped with SIGTERM (exit 0). An ``--available-now`` run then
-drains the topic. The tables equal the simulator's final state, and the changelog holds every
-event exactly once (as many rows as the same records ingested from a file, none twice).
+moments (three times in the ``ci`` profile, eight in ``thorough``) and started again each time;
+once the broker itself is restarted under the running query; the last run is stopped with
+SIGTERM (exit 0). An ``--available-now`` run then drains the topic. The tables equal the
+simulator's final state, and the changelog holds every event exactly once (as many rows as the
+decoder gives for the same records read from a file, none twice).
 """
 
 from __future__ import annotations
@@ -22,16 +23,17 @@ import pytest
 from pyspark.sql import functions as F
 
 from cdclake import formats
-from cdclake.pipeline import IngestConfig, ingest
 from cdclake.simulate import Workload
 from cdclake.sources.kafka import KafkaInput
 from cdclake.stream import StreamConfig, run_stream
-from tests.roundtrip import assert_lake_matches, expected_tables
+from tests.roundtrip import assert_lake_matches, decode_paths, expected_tables
 
 pytestmark = pytest.mark.kafka
 
 REPO = Path(__file__).resolve().parent.parent
-KILLS = 5
+#: SIGKILLs: each costs a JVM start and a first micro-batch (30-60 s here), so the derandomized
+#: ``ci`` profile kills three times (the broker restart under the second run), ``thorough`` eight
+KILLS = 8 if os.environ.get("HYPOTHESIS_PROFILE") == "thorough" else 3
 #: the test's randomness is seeded: the same kill moments on every run of the suite
 SEED = 7
 
@@ -96,7 +98,7 @@ def test_kill_9_at_random_moments_loses_and_doubles_nothing(spark, kafka_broker,
     for k in range(KILLS):
         run = Ingest(kafka_broker.bootstrap, topic, target, checkpoint)
         run.wait_for_batch()
-        if k == 2:  # the broker goes away and comes back under the running query
+        if k == 1:  # the broker goes away and comes back under the running query
             kafka_broker.restart()
             run.wait_for_batch()
         time.sleep(rnd.uniform(0.0, 3.0))
@@ -118,7 +120,6 @@ def test_kill_9_at_random_moments_loses_and_doubles_nothing(spark, kafka_broker,
     changelog = spark.read.format("delta").load(str(target / "_cdclake/changelog"))
     twice = changelog.groupBy("source_record.partition", "source_record.offset", "position.text").count().where("count > 1")
     assert twice.count() == 0
-    ingest(spark, IngestConfig("canal-json", [str(path)], str(tmp_path / "files")))
-    from_file = spark.read.format("delta").load(str(tmp_path / "files/_cdclake/changelog"))
-    assert changelog.count() == from_file.count()
+    events, rejects = decode_paths(spark, "canal-json", [path])  # what a file ingest's changelog holds
+    assert not rejects and changelog.count() == len(events)
     assert changelog.select(F.countDistinct("source_record.partition", "source_record.offset")).first()[0] == len(records)

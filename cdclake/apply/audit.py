@@ -16,9 +16,10 @@ All are Delta tables under ``<target>/_cdclake/``:
   ``change`` (what changed), ``ddl`` (the source DDL text of the batch, if any), ``position``
   (position.text of that DDL), ``recorded_at_ms``.
 * ``deletes``: the position of the winning delete of each deleted key (``table``, ``key`` = the
-  key's values as JSON, ``position``, ``position_text``), appended per batch. Read only for a
-  table whose batch holds a change older than the table's latest delete (an out-of-order
-  delivery); grows with deletes, nothing prunes it yet.
+  key's values as JSON, ``position``, ``position_text``, ``record``: the delete's file/line or
+  partition/offset, the tie-breaker of equal positions), appended per batch. Read only for a
+  table whose batch holds a change not newer than the table's latest delete (an out-of-order
+  delivery, or a tie); grows with deletes, nothing prunes it yet.
 * ``progress``: per source (``source`` = file path or ``topic:partition``) and table;
   ``table`` null: the source as a whole (with ``last_heartbeat_ms``); ``source`` null: the
   table as a whole, with the state later batches need (``delete_position``,
@@ -207,7 +208,7 @@ def write_deletes(frames: list[DataFrame], target: str, txn: Txn | None = None) 
     df = frames[0]
     for f in frames[1:]:
         df = df.unionByName(f)
-    append(df, f"{target}/{DELETES}", txn)
+    append(df, f"{target}/{DELETES}", txn, evolve=True)  # evolve: ``record`` on a table from before it
 
 
 def record_schema_changes(spark: SparkSession, target: str, rows: list[tuple]) -> None:

@@ -5,7 +5,9 @@ Semantics (DESIGN.md, "Semantics the applier guarantees"):
 * per key the change with the greatest order wins, whatever the arrival order; the order is
   ``(stream rank, position.order, arrival)`` where the stream rank is 0 for snapshot reads (op
   ``r``) and 1 for streamed changes, so a snapshot row never overwrites a streamed change;
-  equal positions keep arrival order (file, line / partition, offset);
+  equal positions keep arrival order (file, line / partition, offset), across batches too: the
+  winning change's coordinates are kept in the row (``_cdc_record``) and compared after the
+  position, so a later record of the same position wins and a re-delivered one changes nothing;
 * a change whose order is not greater than the one already applied to the row is ignored, so
   re-delivering applied records changes nothing;
 * deletes remove the row; an update that changes the key deletes the old key's row;
@@ -53,7 +55,13 @@ META_COLUMNS = {
     "_cdc_position_text": "string",  # position.text of that change
     "_cdc_op": "string",  # its op code (r marks a row last written by a snapshot read)
     "_cdc_event_time_ms": "bigint",  # its commit time at the source, ms since epoch
+    # where that change's record came from: the last tie-breaker of equal positions, so that
+    # "equal positions keep arrival order" holds across batches (and a re-delivered record,
+    # whose coordinates are the same, changes nothing)
+    "_cdc_record": "struct<file:string,line:bigint,partition:int,offset:bigint>",
 }
+#: ``_cdc_record`` of a MERGE source row (``_ord``: the order struct of :func:`_fold`)
+_RECORD_OF_SOURCE = "named_struct('file', s._ord.file, 'line', s._ord.line, 'partition', s._ord.part, 'offset', s._ord.off)"
 
 #: what Delta refuses in a column name unless the table has column mapping (Parquet's limits)
 _NEEDS_MAPPING = re.compile(r"[ ,;{}()\n\t=]")
@@ -149,11 +157,18 @@ def evolve_table(spark: SparkSession, path: str, plan: TablePlan) -> tuple[dict[
     :mod:`cdclake.apply.ddl`; column mapping is turned on for them, so neither rewrites data;
     a key column is never dropped); then new columns are added; a column whose batch type is wider than its table type is widened
     (in place where Delta's type widening allows, enabling the feature on the table first, else
-    by rewriting the table). Returns the table's source columns (name -> Spark type, table
-    order) and human-readable schema changes (empty when nothing changed).
+    by rewriting the table). A table written before one of :data:`META_COLUMNS` existed
+    (``_cdc_record``) gets it first, by ALTER (its rows read null there). Returns the table's
+    source columns (name -> Spark type, table order) and human-readable schema changes (empty
+    when nothing changed).
     """
     changes: list[str] = list(plan.unapplied)
-    current = _source_columns(spark, path)
+    fields = DeltaTable.forPath(spark, path).toDF().schema.fields
+    missing_meta = {n: t for n, t in META_COLUMNS.items() if n not in {f.name for f in fields}}
+    if missing_meta:  # a table written before the column existed (``_cdc_record``): its rows read null
+        spark.sql(f"ALTER TABLE delta.{q(path)} ADD COLUMNS (" + ", ".join(f"{q(n)} {t}" for n, t in missing_meta.items()) + ")")
+        changes.append("add metadata columns (" + ", ".join(missing_meta) + ")")
+    current = {f.name: f.dataType.simpleString() for f in fields if f.name not in META_COLUMNS}
     renames = {new: old for new, old in plan.renames.items() if old in current and new not in current}
     changes += [f"not applied: rename column {old} -> {new} ({new} exists)" for new, old in plan.renames.items() if old in current and new in current]
     drops = [n for n in plan.drops if n in current and n not in plan.key]
@@ -307,6 +322,7 @@ def write_table(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_
                 F.col("_key_json").alias("key"),
                 F.col("_ord.pos").alias("position"),
                 F.col("_pos_text").alias("position_text"),
+                F.expr(_RECORD_OF_SOURCE.replace("s._ord", "_ord")).alias("record"),
             )
     if rows_before is None:  # a table from before rows were tracked, or a replayed batch: count
         result.rows_now = spark.read.format("delta").load(path).count()
@@ -336,6 +352,7 @@ def _as_table_rows(src: DataFrame, columns: dict[str, str]) -> DataFrame:
         F.col("_pos_text").alias("_cdc_position_text"),
         F.col("_op").alias("_cdc_op"),
         F.col("_etime").alias("_cdc_event_time_ms"),
+        F.expr(_RECORD_OF_SOURCE.replace("s._ord", "_ord")).alias("_cdc_record"),
     )
 
 
@@ -370,12 +387,17 @@ def _merge(spark: SparkSession, path: str, src: DataFrame, plan: TablePlan, colu
     names = list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
     cond = F.expr(merge_condition_sql(plan, columns))
-    wins = "(struct(s._ord._rank, s._ord.pos) > struct(CASE WHEN t._cdc_op = 'r' THEN 0 ELSE 1 END, t._cdc_position))"
+    wins = (
+        "(struct(s._ord._rank, s._ord.pos, s._ord.file, s._ord.line, s._ord.part, s._ord.off)"
+        " > struct(CASE WHEN t._cdc_op = 'r' THEN 0 ELSE 1 END, t._cdc_position,"
+        " t._cdc_record.file, t._cdc_record.line, t._cdc_record.partition, t._cdc_record.offset))"
+    )
     meta = {
         "_cdc_position": "s._ord.pos",
         "_cdc_position_text": "s._pos_text",
         "_cdc_op": "s._op",
         "_cdc_event_time_ms": "s._etime",
+        "_cdc_record": _RECORD_OF_SOURCE,
     }
     if plan.partial:
         update = {
@@ -504,7 +526,7 @@ def _needs_delete_check(plan: TablePlan, state: TableState) -> bool:
     then is the deletes table read (an in-order stream never reads it)."""
     if state.delete_position is None or plan.min_data is None:
         return False
-    return ranked_key(*plan.min_data) < ranked_key(1, state.delete_position)
+    return ranked_key(*plan.min_data) <= ranked_key(1, state.delete_position)  # equal: the record decides
 
 
 def _drop_older_than_deletes(
@@ -520,19 +542,16 @@ def _drop_older_than_deletes(
     after a column was added (a missing field reads as null, which ``to_json`` leaves out on
     both sides)."""
     schema = ", ".join(f"{q(k)} {t}" for k, t in key_types.items())
+    remembered = spark.read.format("delta").load(deletes_path)
+    if "record" not in remembered.columns:  # written before deletes kept their record: a tie wins (null sorts first), as before
+        remembered = remembered.withColumn("record", F.lit(None).cast(META_COLUMNS["_cdc_record"]))
     deletes = (
-        spark.read.format("delta")
-        .load(deletes_path)
-        .where(F.col("table") == F.lit(table))
+        remembered.where(F.col("table") == F.lit(table))
         .groupBy(F.to_json(F.from_json(F.col("key"), schema)).alias("_key_json"))
-        .agg(F.max("position").alias("_tomb_pos"))
+        .agg(F.max(F.struct(F.lit(1).alias("_rank"), "position", "record.file", "record.line", "record.partition", "record.offset")).alias("_tomb"))
     )
-    newer = F.struct(F.col("_ord._rank"), F.col("_ord.pos"))
-    return (
-        src.join(deletes, "_key_json", "left")
-        .where(F.col("_tomb_pos").isNull() | (newer > F.struct(F.lit(1), F.col("_tomb_pos"))))
-        .drop("_tomb_pos")
-    )
+    newer = F.struct("_ord._rank", "_ord.pos", "_ord.file", "_ord.line", "_ord.part", "_ord.off")
+    return src.join(deletes, "_key_json", "left").where(F.col("_tomb").isNull() | (newer > F.col("_tomb"))).drop("_tomb")
 
 
 def _fold_partial(rows: DataFrame, keys: list[str], names: list[str], alias: dict[str, str]) -> DataFrame:

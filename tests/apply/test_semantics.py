@@ -60,14 +60,40 @@ def test_greatest_position_wins_in_any_arrival_order(spark, tmp_path):
 
 
 def test_arrival_across_batches_and_redelivery_is_a_no_op(spark, tmp_path):
+    # table t: an older change arriving in a later batch; the whole input again changes nothing.
+    # Equal positions keep arrival order across batches too: the winning record's coordinates
+    # are kept in the row (_cdc_record) and in the deletes table and compared after the
+    # position, so a later record of the same position wins in a later batch and a re-delivered
+    # one (same coordinates) changes nothing: tables e (update), d (delete), old (a table written
+    # before _cdc_record existed: the column is added, its rows read null, a tie goes to the batch)
+    def at(table, op, pos, line, **kw):
+        return ev(op, pos, table=table, line=line, **kw)
+
+    spark.createDataFrame(
+        [(1, "old", None, [Decimal(7)], "7", "c", 7000)],
+        "id int, name string, amount decimal(10,2), _cdc_position array<decimal(38,0)>, _cdc_position_text string, _cdc_op string, _cdc_event_time_ms bigint",
+    ).write.format("delta").save(str(tmp_path / "db.old"))
     first = [ev("c", 1, row(1, "a")), ev("u", 3, row(1, "c"), row(1, "b"))]
     late = [ev("u", 2, row(1, "b"), row(1, "a"))]  # older change arriving in a later batch
-    apply(spark, tmp_path, first)
-    apply(spark, tmp_path, late)
+    eq1 = [at("e", "c", 7, 101, after=row(1, "first")), at("d", "c", 8, 201, after=row(2, "x")), at("d", "d", 8, 202, before=row(2, "x"))]
+    eq2 = [at("e", "u", 7, 102, after=row(1, "second")), at("old", "u", 7, 301, after=row(1, "tie"))]
+    apply(spark, tmp_path, first + eq1)
+    res = apply(spark, tmp_path, late + eq2 + [eq1[1]])  # the insert of key 2 again: it was deleted at its position
     assert table(spark, tmp_path) == [(1, "c", None)]
-    res = apply(spark, tmp_path, first + late)  # the whole input again
-    assert (res[0].inserted, res[0].updated, res[0].deleted) == (0, 0, 0)
+    assert table(spark, tmp_path, "db.e") == [(1, "second", None)]
+    assert table(spark, tmp_path, "db.d") == []
+    assert table(spark, tmp_path, "db.old") == [(1, "tie", None)]
+    assert any("_cdc_record" in c for r in res if r.table == "db.old" for c in r.schema_changes)
+    # the whole input again (re-delivered), and a later record of key 2 at the delete's position
+    res = apply(spark, tmp_path, first + late + eq1 + eq2 + [at("d", "c", 8, 203, after=row(2, "again"))])
+    got = {r.table: (r.inserted, r.updated, r.deleted) for r in res}
+    assert got["db.t"] == got["db.e"] == got["db.old"] == (0, 0, 0)
     assert table(spark, tmp_path) == [(1, "c", None)]
+    assert table(spark, tmp_path, "db.e") == [(1, "second", None)]
+    assert table(spark, tmp_path, "db.old") == [(1, "tie", None)]
+    assert table(spark, tmp_path, "db.d") == [(2, "again", None)]
+    rec = spark.read.format("delta").load(f"{tmp_path}/db.e").first()["_cdc_record"]
+    assert (rec["file"], rec["line"], rec["partition"], rec["offset"]) == ("mem", 102, None, None)
 
 
 def test_equal_positions_keep_arrival_order(spark, tmp_path):
