@@ -60,8 +60,13 @@ META_COLUMNS = {
     # whose coordinates are the same, changes nothing)
     "_cdc_record": "struct<file:string,line:bigint,partition:int,offset:bigint>",
 }
-#: ``_cdc_record`` of a MERGE source row (``_ord``: the order struct of :func:`_fold`)
-_RECORD_OF_SOURCE = "named_struct('file', s._ord.file, 'line', s._ord.line, 'partition', s._ord.part, 'offset', s._ord.off)"
+
+
+def _record_of(ord_: str) -> str:
+    """SQL: the ``_cdc_record`` struct of the order struct ``ord_`` (``_ord`` of :func:`_fold`,
+    ``s._ord`` in the MERGE)."""
+    return f"named_struct('file', {ord_}.file, 'line', {ord_}.line, 'partition', {ord_}.part, 'offset', {ord_}.off)"
+
 
 #: what Delta refuses in a column name unless the table has column mapping (Parquet's limits)
 _NEEDS_MAPPING = re.compile(r"[ ,;{}()\n\t=]")
@@ -322,7 +327,7 @@ def write_table(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_
                 F.col("_key_json").alias("key"),
                 F.col("_ord.pos").alias("position"),
                 F.col("_pos_text").alias("position_text"),
-                F.expr(_RECORD_OF_SOURCE.replace("s._ord", "_ord")).alias("record"),
+                F.expr(_record_of("_ord")).alias("record"),
             )
     if rows_before is None:  # a table from before rows were tracked, or a replayed batch: count
         result.rows_now = spark.read.format("delta").load(path).count()
@@ -352,7 +357,7 @@ def _as_table_rows(src: DataFrame, columns: dict[str, str]) -> DataFrame:
         F.col("_pos_text").alias("_cdc_position_text"),
         F.col("_op").alias("_cdc_op"),
         F.col("_etime").alias("_cdc_event_time_ms"),
-        F.expr(_RECORD_OF_SOURCE.replace("s._ord", "_ord")).alias("_cdc_record"),
+        F.expr(_record_of("_ord")).alias("_cdc_record"),
     )
 
 
@@ -397,7 +402,7 @@ def _merge(spark: SparkSession, path: str, src: DataFrame, plan: TablePlan, colu
         "_cdc_position_text": "s._pos_text",
         "_cdc_op": "s._op",
         "_cdc_event_time_ms": "s._etime",
-        "_cdc_record": _RECORD_OF_SOURCE,
+        "_cdc_record": _record_of("s._ord"),
     }
     if plan.partial:
         update = {
