@@ -39,7 +39,10 @@ class RejectCode(str, Enum):
     AVRO_DECODE_ERROR = "AVRO_DECODE_ERROR"
     """Bytes that are not a datum of the expected Avro schema."""
     UNPAIRED_UPDATE = "UNPAIRED_UPDATE"
-    """One half of a two-record update (before/after) whose other half never arrived."""
+    """One half of a two-record update (before/after) whose other half never arrived. Not
+    raised today: the applier applies a lone half (a before half deletes its row, ordered before
+    its own position's changes; an after half upserts), so an update whose halves arrive in two
+    batches still ends as one update; the code stays so that a stored reject keeps its name."""
     RECORD_TOO_LARGE = "RECORD_TOO_LARGE"
     """A record value longer than the ingest's ``--max-record-bytes``."""
     TOO_MANY_COLUMNS = "TOO_MANY_COLUMNS"

@@ -3,6 +3,7 @@ fixed scrambled-ingest cases each format runs (tests/roundtrip.py)."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -62,6 +63,35 @@ def test_ingest_cases_scramble_as_intended(fmt):
     assert {"c", "u", "d"} <= ops
     if fmt in KEYS_CONFIGURED:
         assert keys_of(events, enc)
+
+
+#: an update's halves on the wire: a record's (position, True for the before half) or None
+HALVES = {
+    "dataworks-json": lambda v: (v["payload"]["sequenceId"], v["payload"]["op"] == "UPDATE_BEFOR")
+    if v["payload"]["op"] in ("UPDATE_BEFOR", "UPDATE_AFTER") else None,
+    "datahub-tuple": lambda v: (v["_sequence_id_"], v["_before_image_"] == "Y") if v["_operation_type_"] == "U" else None,
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(HALVES))
+def test_ingest_cases_split_update_halves(fmt):
+    """The scrambled ingest of a format that writes an update as two records delivers some
+    updates' halves in different batches, the before half first for some and the after half
+    first for others, so the case checks that they still make one update each
+    (tests/apply/test_semantics.py has the unit case)."""
+    case = INGEST_CASES[fmt]
+    encoded = formats.get_encoder(fmt).encode(format_workload(fmt, case.seed))
+    parts = scramble(encoded, random.Random(case.shuffle_seed), case.batches, case.duplicate)
+    first: dict[str, dict[bool, int]] = {}  # position -> {before half?: the batch it first arrives in}
+    for b, p in enumerate(parts):
+        for i in p:
+            h = HALVES[fmt](json.loads(encoded.records[i][1]))
+            if h is not None:
+                first.setdefault(h[0], {}).setdefault(h[1], b)
+    pairs = [(v[True], v[False]) for v in first.values() if len(v) == 2]
+    assert len(pairs) >= 3, "updates written as two halves"
+    assert any(before < after for before, after in pairs), "before half in an earlier batch"
+    assert any(before > after for before, after in pairs), "after half in an earlier batch"
 
 
 def test_tag_separates_examples():

@@ -62,6 +62,40 @@ META_COLUMNS = {
 }
 
 
+def order_sql(rank: str, pos: str, sub: str, file: str, line: str, part: str, off: str) -> str:
+    """SQL: a change's place in the order, the one definition that the MERGE (source against
+    row), the deletes check (batch winner against a remembered delete) and the remembered
+    deletes compare: ``(rank, position, sub, file, line, partition, offset)``.
+
+    ``rank`` is 0 for a snapshot read (op ``r``), else 1; ``sub`` orders the changes of one
+    position: 0 for a delete that goes before its own position's changes (the old key's row of
+    a key change, a before half whose after half is not in the batch), 1 for every other change
+    (so a row, which never holds such a delete, is 1); the record's coordinates (file, line /
+    partition, offset) keep arrival order among equal positions."""
+    return (
+        f"named_struct('rank', {rank}, 'pos', {pos}, 'sub', {sub}, 'file', {file}, 'line', {line},"
+        f" 'part', {part}, 'off', {off})"
+    )
+
+
+def _order_of_change(ord_: str) -> str:
+    """:func:`order_sql` of a folded change (``_ord`` of :func:`_fold`, ``s._ord`` in the MERGE)."""
+    return order_sql(*(f"{ord_}.{f}" for f in ("_rank", "pos", "_sub", "file", "line", "part", "off")))
+
+
+def _order_of_row(t: str) -> str:
+    """:func:`order_sql` of a target row (alias ``t``): its ``_cdc_*`` columns."""
+    return order_sql(
+        f"CASE WHEN {t}._cdc_op = 'r' THEN 0 ELSE 1 END", f"{t}._cdc_position", "1",
+        *(f"{t}._cdc_record.{f}" for f in ("file", "line", "partition", "offset")),
+    )
+
+
+#: :func:`order_sql` of a remembered delete (a ``_cdclake/deletes`` row: a delete is streamed,
+#: rank 1; ``sub`` and ``record`` read null in rows written before they existed)
+_ORDER_OF_DELETE = order_sql("1", "position", "coalesce(sub, 1)", *(f"record.{f}" for f in ("file", "line", "partition", "offset")))
+
+
 def _record_of(ord_: str) -> str:
     """SQL: the ``_cdc_record`` struct of the order struct ``ord_`` (``_ord`` of :func:`_fold`,
     ``s._ord`` in the MERGE)."""
@@ -328,6 +362,7 @@ def write_table(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_
                 F.col("_ord.pos").alias("position"),
                 F.col("_pos_text").alias("position_text"),
                 F.expr(_record_of("_ord")).alias("record"),
+                F.col("_ord._sub").alias("sub"),
             )
     if rows_before is None:  # a table from before rows were tracked, or a replayed batch: count
         result.rows_now = spark.read.format("delta").load(path).count()
@@ -392,11 +427,7 @@ def _merge(spark: SparkSession, path: str, src: DataFrame, plan: TablePlan, colu
     names = list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
     cond = F.expr(merge_condition_sql(plan, columns))
-    wins = (
-        "(struct(s._ord._rank, s._ord.pos, s._ord.file, s._ord.line, s._ord.part, s._ord.off)"
-        " > struct(CASE WHEN t._cdc_op = 'r' THEN 0 ELSE 1 END, t._cdc_position,"
-        " t._cdc_record.file, t._cdc_record.line, t._cdc_record.partition, t._cdc_record.offset))"
-    )
+    wins = f"({_order_of_change('s._ord')} > {_order_of_row('t')})"
     meta = {
         "_cdc_position": "s._ord.pos",
         "_cdc_position_text": "s._pos_text",
@@ -443,8 +474,7 @@ def _table_events(events: DataFrame, plan: TablePlan) -> DataFrame:
 
 
 def _applicable(ev: DataFrame) -> DataFrame:
-    """Changes that have the image they need (decoders reject records without it; an unpaired
-    before half of a split update ends here and is dropped: it stays in the changelog)."""
+    """Changes that have the image they need (decoders reject records without it)."""
     return ev.where(F.when(F.col("op") == "d", F.col("before").isNotNull()).otherwise(F.col("after").isNotNull()))
 
 
@@ -468,9 +498,17 @@ def _fold(
     key = plan.key or list(columns)
     names = list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
-    ev = _table_events(events, plan).where(F.col("op") != "t")
+    ev = _table_events(events, plan).where(F.col("op") != "t").withColumn("_sub", F.lit(1))
     if plan.halves:
-        ev = pair_update_halves(ev)
+        # a before half whose after half is not in the batch (it came in an earlier batch or
+        # comes in a later one) deletes its row, ordered before every change of its position:
+        # it removes the old key's row of a key change and never the row its after half writes
+        lone = (F.col("op") == "u") & F.col("after").isNull() & F.col("before").isNotNull() & F.col("present").isNull()
+        ev = (
+            pair_update_halves(ev.drop("_sub"), keep_lone_before=True)
+            .withColumn("_sub", F.when(lone, 0).otherwise(1))
+            .withColumn("op", F.when(lone, F.lit("d")).otherwise(F.col("op")))
+        )
     ev = _applicable(ev).withColumn("_rank", F.when(F.col("op") == "r", 0).otherwise(1))
     if truncate is not None:
         ev = ev.where(F.expr(f"struct(_rank, position.order) > struct(1, {_order_sql(truncate)})"))
@@ -491,7 +529,7 @@ def _fold(
     # An update that changes the key first deletes the row of the old key (same position).
     key_after = F.struct(*[typed("after", k) for k in key])
     key_before = F.struct(*[typed("before", k) for k in key])
-    rows = ev.withColumn("_sub", F.lit(1))
+    rows = ev
     if plan.counts.get("u"):
         moved = ev.where((F.col("op") == "u") & F.col("before").isNotNull() & F.col("present").isNull() & ~key_before.eqNullSafe(key_after))
         rows = rows.unionByName(moved.withColumn("op", F.lit("d")).withColumn("after", F.lit(None)).withColumn("_sub", F.lit(0)))
@@ -550,12 +588,14 @@ def _drop_older_than_deletes(
     remembered = spark.read.format("delta").load(deletes_path)
     if "record" not in remembered.columns:  # written before deletes kept their record: a tie wins (null sorts first), as before
         remembered = remembered.withColumn("record", F.lit(None).cast(META_COLUMNS["_cdc_record"]))
+    if "sub" not in remembered.columns:  # written before deletes kept their sub: read as 1
+        remembered = remembered.withColumn("sub", F.lit(None).cast("int"))
     deletes = (
         remembered.where(F.col("table") == F.lit(table))
         .groupBy(F.to_json(F.from_json(F.col("key"), schema)).alias("_key_json"))
-        .agg(F.max(F.struct(F.lit(1).alias("_rank"), "position", "record.file", "record.line", "record.partition", "record.offset")).alias("_tomb"))
+        .agg(F.max(F.expr(_ORDER_OF_DELETE)).alias("_tomb"))
     )
-    newer = F.struct("_ord._rank", "_ord.pos", "_ord.file", "_ord.line", "_ord.part", "_ord.off")
+    newer = F.expr(_order_of_change("_ord"))
     return src.join(deletes, "_key_json", "left").where(F.col("_tomb").isNull() | (newer > F.col("_tomb"))).drop("_tomb")
 
 

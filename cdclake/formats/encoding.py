@@ -49,8 +49,10 @@ class Encoded:
         for ``"avro"`` it is one Avro binary datum of the format's writer schema; for
         ``"parquet"`` it is a JSON object whose fields are the Parquet row's columns.
     units: for each record, the index of the record that starts its *unit*: records that must
-        reach the decoder in the same batch (an UPDATE_BEFOR/UPDATE_AFTER pair, TUPLE's two
-        rows of one update). ``None`` means every record is its own unit.
+        reach the decoder in the same batch (a Qlik data record and its table's metadata
+        message, ...). ``None`` means every record is its own unit (the two halves of a split
+        update, DataWorks UPDATE_BEFOR/UPDATE_AFTER and TUPLE ``U`` rows, need not travel
+        together: the applier makes one update of them across batches).
     dropped: what the format could not carry, reason -> number of events (or fields),
         e.g. ``{"heartbeat events": 3, "transaction ids": 120}``.
     """

@@ -19,8 +19,9 @@ Wire shape (the row's columns first, then the metadata columns)::
 
 * Rows (the seed's table): ``c`` -> ``I`` ``N``/``Y`` with the after image; ``u`` -> ``U``
   ``Y``/``N`` (the row before) then ``U`` ``N``/``Y`` (the row after), same ``_sequence_id_``,
-  one :attr:`~cdclake.formats.encoding.Encoded.units` entry (an update without a before image
-  is its after row alone); ``d`` -> ``D`` ``Y``/``N`` with the before image; ``r`` -> ``I``
+  each row its own unit (:attr:`~cdclake.formats.encoding.Encoded.units` is None: the applier
+  makes one update of two halves that reach it in different batches; an update without a
+  before image is its after row alone); ``d`` -> ``D`` ``Y``/``N`` with the before image; ``r`` -> ``I``
   (TUPLE has no snapshot marker).
 * Values as DataHub TUPLE fields hold them: ``tinyint``..``bigint`` -> JSON integers (BIGINT);
   ``float``/``double`` -> JSON numbers (DOUBLE); ``boolean`` -> JSON true/false; ``date`` and
@@ -203,7 +204,7 @@ class DatahubTupleEncoder(Encoder):
     def encode(self, events: Iterable[dict]) -> Encoded:
         events = list(events)
         base = self.base_ms if self.base_ms is not None else first_event_time_ms(events)
-        out = Encoded(records=[], units=[], dropped=Counter())
+        out = Encoded(records=[], dropped=Counter())
         k = 0
         for e in events:
             reason = self._unwritable(e)
@@ -213,10 +214,8 @@ class DatahubTupleEncoder(Encoder):
             self._count_losses(e, out.dropped)
             seq = str(base * 10**6 + k)
             k += 1
-            start = len(out.records)
             for row in self._rows(e, seq):
                 out.records.append((None, dumps(row)))
-                out.units.append(start)
         return out
 
     def _count_losses(self, e: dict, dropped: Counter) -> None:

@@ -28,8 +28,9 @@ Wire shapes written (key order as in the seeds' samples)::
                            "op": "MHEARTBEAT", "ddl": null}, "version": "0.0.1"}  (seed 002)
 
 * Ops: ``c`` -> ``INSERT``; ``u`` -> ``UPDATE_BEFOR`` (sic, before image only) then
-  ``UPDATE_AFTER`` (after image only), both with the same ``sequenceId`` and one
-  :attr:`~cdclake.formats.encoding.Encoded.units` entry (with ``update_in_one_record=True``: one
+  ``UPDATE_AFTER`` (after image only), both with the same ``sequenceId``, each its own unit
+  (:attr:`~cdclake.formats.encoding.Encoded.units` is None: the applier makes one update of two
+  halves that reach it in different batches) (with ``update_in_one_record=True``: one
   ``UPDATE_AFTER`` holding both images, the "one Kafka record per update" option); ``d`` ->
   ``DELETE``; ``t`` -> ``TRUNCATE`` (no images, ``ddl`` null: the seeds set ``ddl`` only when
   the table's schema changes); ``r`` -> a full-load row as DataWorks writes it: ``INSERT`` with
@@ -185,7 +186,7 @@ class DataWorksJsonEncoder(Encoder):
     def encode(self, events: Iterable[dict]) -> Encoded:
         events = list(events)
         base = self.base_ms if self.base_ms is not None else first_event_time_ms(events)
-        out = Encoded(records=[], units=[], dropped=Counter())
+        out = Encoded(records=[], dropped=Counter())
         k = 0
         for e in events:
             reason = self._unwritable(e)
@@ -197,10 +198,8 @@ class DataWorksJsonEncoder(Encoder):
             seq = str(base * 10**6 + k) if streamed else None
             if streamed:
                 k += 1
-            start = len(out.records)
             for value in self._messages(e, seq):
                 out.records.append((None, dumps(value)))
-                out.units.append(start)
         return out
 
     def _unwritable(self, e: dict) -> str | None:
