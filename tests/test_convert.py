@@ -10,8 +10,9 @@ through ``cdclake convert`` itself (:data:`REAL_CONVERTS`: F -> the next format 
 without keys on the wire into one with them; ``convert`` is the same code for every pair, the
 decoders and encoders are what differ, and every one of them runs here); the other pairs are encoded
 from F's decoded events as ``convert`` encodes them (``known_types``, commit order: decode order
-is position then line, as ``convert`` sorts), and the G files of all sources whose decoders give
-the same keys are decoded in one job.
+is position then line, as ``convert`` sorts), and the G files of all sources are decoded in one
+job (for SharePlex and TUPLE, whose decoders take keys from the configuration: of all sources
+whose decoders give the same keys).
 """
 
 from __future__ import annotations
@@ -78,8 +79,9 @@ def conversions(spark, sources, tmp_path_factory):
     folder = tmp_path_factory.mktemp("converted")
     decoded = {f: decode_paths(spark, f, [sources[f]]) for f in FORMATS}
     out: dict[tuple[str, str], object] = {}
-    # destination files grouped by (format, the keys their source's decoder gives), decoded
-    # together with those keys configured
+    # destination files grouped by format and, for a format whose decoder reads keys from the
+    # configuration (SharePlex, TUPLE), the keys their source's decoder gives: each group is
+    # decoded in one job with those keys configured (the other decoders never read them)
     files: dict[tuple[str, str], dict[tuple[str, str], Path]] = {}
     for f in FORMATS:
         events, rejects = decoded[f]
@@ -89,6 +91,7 @@ def conversions(spark, sources, tmp_path_factory):
             continue
         keys = json.dumps(keys_of(events), sort_keys=True)
         for g in FORMATS:
+            group = (g, keys if getattr(formats.get_encoder(g), "keys_configured", False) else "{}")
             path = folder / f"{f}-to-{g}{SUFFIX[formats.get_encoder(g).file_kind]}"
             try:
                 if g == real_convert_target(f):
@@ -99,7 +102,7 @@ def conversions(spark, sources, tmp_path_factory):
                 else:
                     encoder = formats.get_encoder(g)
                     encoder.write(encoder.encode(known_types(e) for e in events), path)
-                files.setdefault((g, keys), {})[(f, g)] = path
+                files.setdefault(group, {})[(f, g)] = path
             except Exception as e:  # noqa: BLE001 -- report every pair, not only the first that raises
                 out[(f, g)] = f"raised {type(e).__name__}: {e}\n" + "".join(traceback.format_tb(e.__traceback__)[-3:])
     for (g, keys), paths in files.items():
