@@ -152,3 +152,13 @@ def test_bad_lines_go_to_rejects_and_good_ones_apply(spark, tmp_path):
     # re-running adds no duplicate rejects
     ingest(spark, IngestConfig("canal-json", [str(p)], str(target)))
     assert spark.read.format("delta").load(f"{target}/_cdclake/rejects").count() == 3
+    # a Canal ERASE (DROP TABLE) ends the table's rows at its position: an insert after it lands,
+    # an older one re-delivered after it does not
+    erase = '{"data":null,"database":"d","table":"t","pkNames":null,"isDdl":true,"sql":"DROP TABLE `d`.`t`","es":4,"id":4,"type":"ERASE"}'
+    p2 = tmp_path / "erase.txt"
+    p2.write_text("\n".join([erase, good % (7, 5, 5), good % (1, 1, 1)]) + "\n")
+    s = ingest(spark, IngestConfig("canal-json", [str(p2)], str(target)))
+    assert (s.records_in, s.rejected) == (3, 0)
+    assert rows(spark, target, "d.t", "id", "v") == [(7, "x")]
+    history = spark.read.format("delta").load(f"{target}/_cdclake/schema_history").where("change like 'table dropped%'").collect()
+    assert [(r["table"], r["ddl"]) for r in history] == [("d.t", "DROP TABLE `d`.`t`")]

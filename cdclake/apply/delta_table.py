@@ -201,13 +201,13 @@ def evolve_table(spark: SparkSession, path: str, plan: TablePlan) -> tuple[dict[
     source columns (name -> Spark type, table order) and human-readable schema changes (empty
     when nothing changed).
     """
-    changes: list[str] = list(plan.unapplied)
-    fields = DeltaTable.forPath(spark, path).toDF().schema.fields
-    missing_meta = {n: t for n, t in META_COLUMNS.items() if n not in {f.name for f in fields}}
+    changes: list[str] = [*plan.unapplied, *plan.ended]
+    columns = _columns(spark, path)
+    missing_meta = {n: t for n, t in META_COLUMNS.items() if n not in columns}
     if missing_meta:  # a table written before the column existed (``_cdc_record``): its rows read null
         spark.sql(f"ALTER TABLE delta.{q(path)} ADD COLUMNS (" + ", ".join(f"{q(n)} {t}" for n, t in missing_meta.items()) + ")")
         changes.append("add metadata columns (" + ", ".join(missing_meta) + ")")
-    current = {f.name: f.dataType.simpleString() for f in fields if f.name not in META_COLUMNS}
+    current = {n: t for n, t in columns.items() if n not in META_COLUMNS}
     renames = {new: old for new, old in plan.renames.items() if old in current and new not in current}
     changes += [f"not applied: rename column {old} -> {new} ({new} exists)" for new, old in plan.renames.items() if old in current and new in current]
     drops = [n for n in plan.drops if n in current and n not in plan.key]
@@ -254,9 +254,14 @@ def _has_column_mapping(spark: SparkSession, path: str) -> bool:
     return props.get("delta.columnMapping.mode", "none") != "none"
 
 
+def _columns(spark: SparkSession, path: str) -> dict[str, str]:
+    """Every column of the Delta table at ``path``, metadata columns too: name -> Spark type."""
+    return {f.name: f.dataType.simpleString() for f in DeltaTable.forPath(spark, path).toDF().schema.fields}
+
+
 def _source_columns(spark: SparkSession, path: str) -> dict[str, str]:
-    schema = DeltaTable.forPath(spark, path).toDF().schema
-    return {f.name: f.dataType.simpleString() for f in schema.fields if f.name not in META_COLUMNS}
+    """The source columns of the Delta table at ``path`` (without :data:`META_COLUMNS`)."""
+    return {n: t for n, t in _columns(spark, path).items() if n not in META_COLUMNS}
 
 
 def _create_empty(spark: SparkSession, path: str, cols: dict[str, str]) -> None:
@@ -312,7 +317,7 @@ def prepare_table(spark: SparkSession, plan: TablePlan, path: str, state: TableS
             result.truncated = _truncate(spark, path, batch_truncate)
     elif plan.has_changes or plan.columns:
         prep.columns = _columns_of(plan)
-        result.schema_changes = ["create table (" + ", ".join(f"{n} {t}" for n, t in prep.columns.items()) + ")", *plan.unapplied]
+        result.schema_changes = ["create table (" + ", ".join(f"{n} {t}" for n, t in prep.columns.items()) + ")", *plan.unapplied, *plan.ended]
         if not plan.has_changes:  # a DDL-only batch: the table exists from its DDL on
             _create_empty(spark, path, prep.columns)
             prep.exists = True

@@ -121,6 +121,9 @@ class TablePlan:
     drops: columns the batch's DDL drops (and no later event of the batch declares), in order.
     renames: new name -> old name of the columns the batch's DDL renames (see
         :mod:`cdclake.apply.ddl`); ``columns`` already holds the new name in the old one's place.
+    ended: a line per ``DROP TABLE`` / ``TRUNCATE TABLE`` statement of the batch's DDL, which
+        the applier follows as a truncate at the statement's position (``truncate`` holds the
+        latest), for the schema history.
     unapplied: the batch's DDL that is not followed, with the reason (``not applied: ...``),
         for ``_cdclake/schema_history``.
     """
@@ -142,6 +145,7 @@ class TablePlan:
     drops: list[str] = field(default_factory=list)
     renames: dict[str, str] = field(default_factory=dict)
     unapplied: list[str] = field(default_factory=list)
+    ended: list[str] = field(default_factory=list)
     key_stats: "KeyStats" = field(default_factory=lambda: KeyStats())
 
     @property
@@ -402,6 +406,7 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
         p.message_key = pk_best[k][1] if k in pk_best else None
         _choose_key(p, primary_keys)
         _follow_drops_and_renames(p, lasts.get(k, {}))
+        _follow_table_ends(p)
     for src, rs in by_source.items():
         best = max(rs, key=lambda r: (order_key(_order(r["last_position"])), _text(r["last_position"]) or ""))
         times = [r["last_event_time_ms"] for r in rs if r["last_event_time_ms"] is not None]
@@ -469,6 +474,21 @@ def _follow_drops_and_renames(p: TablePlan, lasts: dict[str, list]) -> None:
             p.renames[new] = p.renames.pop(old, old)
             if new in p.drops:
                 p.drops.remove(new)
+
+
+def _follow_table_ends(p: TablePlan) -> None:
+    """A ``DROP TABLE`` or ``TRUNCATE TABLE`` statement of the batch's DDL (read by
+    :func:`cdclake.apply.ddl.table_end`) ends the table's rows at its position: it becomes the
+    batch's truncate when it is the latest, and says so in ``p.ended`` (schema history)."""
+    from cdclake.apply.ddl import table_end
+
+    for order, text, ddl in p.ddl:
+        verb = table_end(ddl, p.table)
+        if verb is None:
+            continue
+        if p.truncate is None or order_key(order) > order_key(p.truncate[0]):
+            p.truncate = (order, text)
+        p.ended.append(f"table {'dropped' if verb == 'drop' else 'truncated'} at the source (position {text}): its older rows removed, as by a truncate")
 
 
 def _choose_key(p: TablePlan, configured: dict[str, list[str]]) -> None:

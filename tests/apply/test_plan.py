@@ -176,3 +176,20 @@ def test_drops_and_renames_of_the_batch_ddl_shape_the_columns():
                       ddls=[ddl(8, "ALTER TABLE t CHANGE COLUMN id ident bigint")])
     [p] = build_plan([before, after, again]).tables
     assert (p.columns, p.drops, p.renames) == ({"ident": "int", "a2": "string", "b": "string"}, [], {"a2": "a", "ident": "id"})
+
+
+def test_table_end_reads_drop_and_truncate_statements():
+    from cdclake.apply.ddl import table_end
+
+    assert table_end("DROP TABLE shop.orders", "orders") == "drop"
+    assert table_end("drop table if exists `shop`.`Orders`", "orders") == "drop"
+    assert table_end("/* ERASE */ DROP TABLE a, orders", "orders") == "drop"
+    assert table_end('DROP TABLE "ORDERS" PURGE', "orders") == "drop"
+    assert table_end("TRUNCATE TABLE orders", "orders") == "truncate"
+    # not this table's, or not a table's end
+    assert table_end("DROP TABLE customers", "orders") is None
+    assert table_end("DROP VIEW orders", "orders") is None
+    assert table_end("ALTER TABLE orders DROP COLUMN note", "orders") is None
+    assert table_end("DROP INDEX idx ON orders", "orders") is None
+    assert table_end("this is not sql ((", "orders") is None
+    assert table_end(None, "orders") is None

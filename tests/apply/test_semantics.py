@@ -329,6 +329,25 @@ def _update_halves_split_across_batches_make_one_update():
     ]
 
 
+def _table_dropped_or_truncated_by_ddl():
+    # DROP TABLE (Canal/DataWorks ERASE, a Debezium or DTS DDL text) and TRUNCATE TABLE as DDL
+    # text end the table's rows at their position, as a truncate: older rows go, older events
+    # re-delivered or late stay out, newer events (the table created again) land. Table t: a
+    # drop; table x: a truncate statement, in a batch without data (its schema-history line is
+    # checked below). ``{table}`` in a statement is the table's name in the lake.
+    def ddl(pos, text, table="t"):
+        return dict(ev(None, pos, kind="ddl", table=table), ddl=text)
+
+    return [
+        ([ev("c", 1, row(1, "a")), ev("c", 2, row(2, "b")), ev("c", 1, row(1, "a"), table="x")], None),
+        (
+            [ddl(3, "DROP TABLE IF EXISTS `db`.`{table}`"), ev("c", 4, row(3, "c")), ev("c", 2, row(2, "b")), ddl(3, "truncate table db.{table}", "x")],
+            {"t": [(3, "c", None)], "x": []},
+        ),
+        ([ev("c", 1, row(9, "late")), ev("u", 5, row(3, "c2"), row(3, "c")), ev("c", 2, row(2, "late"), table="x")], {"t": [(3, "c2", None)], "x": []}),
+    ]
+
+
 SCENARIOS = {
     "order": _greatest_position_wins_in_any_arrival_order,
     "ties": _equal_positions_keep_arrival_order,
@@ -344,11 +363,18 @@ SCENARIOS = {
     "keylate": _key_change_then_older_insert_in_a_later_batch,
     "widendel": _a_remembered_delete_still_matches_after_the_key_widens,
     "halves": _update_halves_split_across_batches_make_one_update,
+    "ended": _table_dropped_or_truncated_by_ddl,
 }
 
 
 def _table_name(scenario: str, t: str) -> str:
     return scenario if t == "t" else f"{scenario}_{t}"
+
+
+def _relabel(scenario: str, e: dict) -> dict:
+    """Event ``e`` of ``scenario`` on the scenario's own table (``{table}`` in DDL text too)."""
+    t = _table_name(scenario, e["table"])
+    return dict(e, table=t, ddl=e["ddl"].replace("{table}", t) if e["ddl"] else None)
 
 
 def test_scenarios_in_shared_batches(spark, tmp_path):
@@ -357,7 +383,7 @@ def test_scenarios_in_shared_batches(spark, tmp_path):
     steps = {name: make() for name, make in SCENARIOS.items()}
     results = []
     for i in range(max(map(len, steps.values()))):
-        batch = [dict(e, table=_table_name(name, e["table"])) for name, s in steps.items() if i < len(s) for e in s[i][0]]
+        batch = [_relabel(name, e) for name, s in steps.items() if i < len(s) for e in s[i][0]]
         results.append({r.table: r for r in apply(spark, tmp_path, batch)})
         want = {(name, t): rows for name, s in steps.items() if i < len(s) and s[i][1] for t, rows in s[i][1].items()}
         got = {(name, t): table(spark, tmp_path, f"db.{_table_name(name, t)}") if (tmp_path / f"db.{_table_name(name, t)}").exists() else []
@@ -367,6 +393,10 @@ def test_scenarios_in_shared_batches(spark, tmp_path):
     assert results[1]["db.trunc"].truncated == 2
     dtypes = {t: dict(spark.read.format("delta").load(f"{tmp_path}/db.{t}").dtypes)["id"] for t in ("widen", "widendel")}
     assert dtypes == {"widen": "bigint", "widendel": "decimal(12,2)"}
+    history = {(r["table"], r["change"]) for r in spark.read.format("delta").load(f"{tmp_path}/_cdclake/schema_history").collect()}
+    assert {("db.ended", "table dropped at the source (position 3): its older rows removed, as by a truncate"),
+            ("db.ended_x", "table truncated at the source (position 3): its older rows removed, as by a truncate")} <= history
+    assert results[1]["db.ended"].truncated == 2 and results[1]["db.ended_x"].truncated == 1
     subs = {(r["table"], r["key"], r["sub"]) for r in spark.read.format("delta").load(f"{tmp_path}/_cdclake/deletes").collect()}
     assert {("db.halves_kb", '{"id":1}', 0), ("db.halves_sb", '{"id":1}', 0), ("db.halves_ka", '{"id":1}', 0)} <= subs
 
