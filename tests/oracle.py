@@ -60,6 +60,8 @@ def replay(events: list[dict], strict: bool = True) -> tuple[dict[str, list[dict
             ]
             schemas[name] = new_schema
         if e["kind"] == "ddl":
+            if re.match(r"\s*DROP\s+TABLE\b", e["ddl"] or "", re.I):  # the table's rows are gone
+                rows[name] = []
             continue
         typed = lambda img: {n: decode_value(img.get(n), t) for n, t in new_schema.items()}  # noqa: E731
         key = e["primary_key"] or list(new_schema)

@@ -419,10 +419,11 @@ def format_workload(fmt: str, seed: int, events: int = SCRAMBLED_EVENTS) -> list
 
 def simulated_workload(seed: int, events: int = SCRAMBLED_EVENTS) -> SimResult:
     """The format-free workload of the applier property: every table template (keyless
-    included), truncates with columns, ADD/widen DDL (DROP/RENAME off: the applier follows
-    them in order, test_drop_and_rename_column_are_followed, but not an older event that names
-    the old column delivered in a batch after the DDL's)."""
-    return Workload(seed, events=events).generate()
+    included), truncates with columns, ADD/widen DDL, table drops (each followed by the table's
+    CREATE again) (DROP/RENAME COLUMN off: the applier follows them in order,
+    test_drop_and_rename_column_are_followed, but not an older event that names the old column
+    delivered in a batch after the DDL's)."""
+    return Workload(seed, events=events, drop_tables=True).generate()
 
 
 # ---- scrambled ingests through the real pipeline -------------------------------------------

@@ -340,6 +340,8 @@ class Workload:
         heartbeats: generate heartbeats.
         drop_rename: also generate DROP COLUMN and RENAME COLUMN (only with ``ddl``). Off by
             default: the applier does not follow them yet.
+        drop_tables: also generate ``DROP TABLE`` of a random table, then ``CREATE TABLE`` of it
+            again with the same columns (two DDL events; its rows are gone). Off by default.
         truncate_columns: truncates carry ``columns`` like every data event. False gives
             truncates without a column schema, as Canal and Debezium write them; the applier
             then ignores a truncate whose batch holds no other event of its table (a known bug,
@@ -357,6 +359,7 @@ class Workload:
         heartbeats: bool = True,
         drop_rename: bool = False,
         truncate_columns: bool = True,
+        drop_tables: bool = False,
     ) -> None:
         if tables < 1:
             raise ValueError("tables must be >= 1")
@@ -371,13 +374,14 @@ class Workload:
         self.heartbeats = heartbeats
         self.drop_rename = drop_rename
         self.truncate_columns = truncate_columns
+        self.drop_tables = drop_tables
 
     def __repr__(self) -> str:
         return (
             f"Workload(seed={self.seed}, tables={self.tables}, events={self.events}, "
             f"snapshot_rows={self.snapshot_rows}, ddl={self.ddl}, truncates={self.truncates}, "
             f"heartbeats={self.heartbeats}, drop_rename={self.drop_rename}, "
-            f"truncate_columns={self.truncate_columns})"
+            f"truncate_columns={self.truncate_columns}, drop_tables={self.drop_tables})"
         )
 
     def generate(self) -> SimResult:
@@ -634,6 +638,18 @@ class _Run:
             e["columns"] = None
         self.close_tx(first)
 
+    def drop_table(self) -> None:
+        """``DROP TABLE`` of a random table, then ``CREATE TABLE`` of it again (same columns)."""
+        t = self.rnd.choice(self.tables)
+        t.rows.clear()
+        t.sigs.clear()
+        self.tick()
+        self.emit("ddl", t=t, ddl=f"DROP TABLE {t.ref}")
+        cols = ", ".join(f"`{c.name}` {c.source_type.upper()}{'' if c.nullable else ' NOT NULL'}" for c in t.columns)
+        key = f", PRIMARY KEY ({', '.join(f'`{k}`' for k in t.key)})" if t.key else ""
+        self.tick()
+        self.emit("ddl", t=t, ddl=f"CREATE TABLE {t.ref} ({cols}{key})")
+
     def ddl_choices(self, t: _Table) -> list[tuple[str, Column | None]]:
         out: list[tuple[str, Column | None]] = []
         if t.added < MAX_ADDED_COLUMNS:
@@ -707,6 +723,9 @@ class _Run:
                 continue
             if w.truncates and 0.09 <= r < 0.105:
                 self.truncate()
+                continue
+            if w.drop_tables and 0.105 <= r < 0.13:
+                self.drop_table()
                 continue
             self.transaction(min(rnd.randint(1, MAX_TX_SIZE), left))
         return self.result()

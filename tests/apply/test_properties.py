@@ -202,3 +202,7 @@ def test_first_example_holds_what_once_failed():
     assert first == {shape: Case(FIRST_SEEDS[shape], 0, MAX_BATCHES.get(shape, 3), 0.4) for shape in SHAPES}
     assert all(first[shape].seed == case.seed for shape, case in ONCE_FAILED.items())
     assert len({c.seed for s, c in first.items() if s not in ONCE_FAILED}) == len(SHAPES) - len(ONCE_FAILED)
+    # the simulated shape's first workload drops a table (and creates it again) before the end
+    events = simulated_workload(first["simulated"].seed, EVENTS).events
+    drops = [i for i, e in enumerate(events) if e["kind"] == "ddl" and e["ddl"].startswith("DROP TABLE")]
+    assert drops and drops[0] < len(events) - 10
