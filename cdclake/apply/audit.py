@@ -17,7 +17,9 @@ All are Delta tables under ``<target>/_cdclake/``:
   (position.text of that DDL), ``recorded_at_ms``.
 * ``deletes``: the position of the winning delete of each deleted key (``table``, ``key`` = the
   key's values as JSON, ``position``, ``position_text``, ``record``: the delete's file/line or
-  partition/offset, the tie-breaker of equal positions), appended per batch. Read only for a
+  partition/offset, the tie-breaker of equal positions; ``sub``: 0 for a delete ordered before
+  its own position's changes, the old key's row of a key change or a lone update before half,
+  else 1, read as 1 in a table written before the column), appended per batch. Read only for a
   table whose batch holds a change not newer than the table's latest delete (an out-of-order
   delivery, or a tie); grows with deletes, nothing prunes it yet.
 * ``progress``: per source (``source`` = file path or ``topic:partition``) and table;
