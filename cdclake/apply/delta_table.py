@@ -503,17 +503,19 @@ def _fold(
     key = plan.key or list(columns)
     names = list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
-    ev = _table_events(events, plan).where(F.col("op") != "t").withColumn("_sub", F.lit(1))
+    ev = _table_events(events, plan).where(F.col("op") != "t")
     if plan.halves:
         # a before half whose after half is not in the batch (it came in an earlier batch or
         # comes in a later one) deletes its row, ordered before every change of its position:
         # it removes the old key's row of a key change and never the row its after half writes
         lone = (F.col("op") == "u") & F.col("after").isNull() & F.col("before").isNotNull() & F.col("present").isNull()
         ev = (
-            pair_update_halves(ev.drop("_sub"), keep_lone_before=True)
+            pair_update_halves(ev, keep_lone_before=True)
             .withColumn("_sub", F.when(lone, 0).otherwise(1))
             .withColumn("op", F.when(lone, F.lit("d")).otherwise(F.col("op")))
         )
+    else:
+        ev = ev.withColumn("_sub", F.lit(1))
     ev = _applicable(ev).withColumn("_rank", F.when(F.col("op") == "r", 0).otherwise(1))
     if truncate is not None:
         ev = ev.where(F.expr(f"struct(_rank, position.order) > struct(1, {_order_sql(truncate)})"))

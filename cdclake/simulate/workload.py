@@ -248,6 +248,11 @@ class _Rows:
         self.rows.clear()
 
 
+def _not_null(c: Column) -> str:
+    """The ``NOT NULL`` of column ``c`` in DDL text ('' when nullable)."""
+    return "" if c.nullable else " NOT NULL"
+
+
 @dataclass
 class _Table:
     database: str
@@ -260,6 +265,11 @@ class _Table:
     added: int = 0
     renamed: int = 0
     next_id: int = 0  # keyless: surrogate row ids (never emitted)
+
+    def empty(self) -> None:
+        """Forget every row (a truncate, a drop)."""
+        self.rows.clear()
+        self.sigs.clear()
 
     @property
     def name(self) -> str:
@@ -630,8 +640,7 @@ class _Run:
         self.tick()
         self.tx_count += 1
         t = self.rnd.choice(self.tables)
-        t.rows.clear()
-        t.sigs.clear()
+        t.empty()
         first = len(self.events)
         e = self.emit("data", op="t", t=t, tx=(f"sim-{self.tx_count}", 1))
         if not self.w.truncate_columns:
@@ -641,11 +650,10 @@ class _Run:
     def drop_table(self) -> None:
         """``DROP TABLE`` of a random table, then ``CREATE TABLE`` of it again (same columns)."""
         t = self.rnd.choice(self.tables)
-        t.rows.clear()
-        t.sigs.clear()
+        t.empty()
         self.tick()
         self.emit("ddl", t=t, ddl=f"DROP TABLE {t.ref}")
-        cols = ", ".join(f"`{c.name}` {c.source_type.upper()}{'' if c.nullable else ' NOT NULL'}" for c in t.columns)
+        cols = ", ".join(f"`{c.name}` {c.source_type.upper()}{_not_null(c)}" for c in t.columns)
         key = f", PRIMARY KEY ({', '.join(f'`{k}`' for k in t.key)})" if t.key else ""
         self.tick()
         self.emit("ddl", t=t, ddl=f"CREATE TABLE {t.ref} ({cols}{key})")
@@ -673,7 +681,6 @@ class _Run:
         if not choices:
             return False
         what, col = rnd.choice(choices)
-        null = lambda c: "" if c.nullable else " NOT NULL"  # noqa: E731
         if what == "add":
             t.added += 1
             typ = rnd.choice(ADD_TYPES)
@@ -686,7 +693,7 @@ class _Run:
             dec = _decimal_type(col.spark_type)
             col.spark_type = f"decimal({dec[0] + 2},{dec[1]})" if dec else "bigint"
             col.source_type = _source_type(col.spark_type)
-            text = f"ALTER TABLE {t.ref} MODIFY COLUMN `{col.name}` {col.source_type.upper()}{null(col)}"
+            text = f"ALTER TABLE {t.ref} MODIFY COLUMN `{col.name}` {col.source_type.upper()}{_not_null(col)}"
         elif what == "drop":
             rest = [c.name for c in t.columns if c is not col]
             if not t.key and len({tuple(r[c] for c in rest) for r in t.rows.rows.values()}) != len(t.rows):
