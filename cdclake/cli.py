@@ -97,6 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="reject records larger than N bytes as RECORD_TOO_LARGE (default 16 MiB)")
     ing.add_argument("--max-columns", type=int, metavar="N",
                      help="reject a table's events when it has more than N columns, as TOO_MANY_COLUMNS (default 4096)")
+    ing.add_argument("--scd-type", type=int, choices=[1, 2], metavar="{1,2}",
+                     help="2: new tables keep every row's history (_cdc_valid_from/_cdc_valid_to/_cdc_is_current);"
+                          " 1: current rows only (default: as each table was created, new ones 1)")
     ing.add_argument("--master", help="Spark master URL (default local[*])")
     ing.add_argument("--quiet", action="store_true", help="print only the one-line totals")
     conv = sub.add_parser("convert", help="turn messages of one format into another")
@@ -205,7 +208,7 @@ def _ingest(args) -> int:
 
     extra = _options(args.option)
     spark = get_spark(master=args.master)
-    config = IngestConfig(args.format, args.input, args.target, pks, args.canal_dts_inverted, extra, limits)
+    config = IngestConfig(args.format, args.input, args.target, pks, args.canal_dts_inverted, extra, limits, args.scd_type)
     console = _console()
     if console.is_terminal and not args.quiet:  # a spinner with the current step and the time
         import time
@@ -263,6 +266,7 @@ def _run_stream(args, pks: dict[str, list[str]], config) -> int:
     config.trigger_interval = trigger_interval(args.trigger_interval) if args.trigger_interval else None
     config.primary_keys, config.canal_dts_inverted, config.extra = pks, args.canal_dts_inverted, _options(args.option)
     config.limits = _limits(args)
+    config.scd_type = args.scd_type
     check_target(args.target)
 
     from cdclake.spark import get_spark

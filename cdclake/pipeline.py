@@ -39,6 +39,8 @@ class IngestConfig:
     canal_dts_inverted: see :class:`cdclake.formats.base.DecodeOptions`.
     extra: format-specific settings (``--option NAME=VALUE``), e.g. ``table`` for datahub-tuple.
     limits: record size and column count bounds (:class:`cdclake.formats.base.Limits`).
+    scd_type: 2: new tables keep their rows' history (SCD type 2); 1: current rows only; None:
+        each table as it was created (new ones: 1).
     """
 
     format: str
@@ -48,6 +50,7 @@ class IngestConfig:
     canal_dts_inverted: bool = False
     extra: dict[str, str] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
+    scd_type: int | None = None
 
 
 @dataclass
@@ -104,7 +107,7 @@ def ingest(spark: SparkSession, config: IngestConfig, on_step=None) -> IngestSum
     if on_step:
         on_step(f"decoding {len(files)} file(s) as {decoder.name}")
     with targets.WriterLock(target, spark):
-        return ingest_batch(spark, raw, decoder, options, target, file_set_txn(files), on_step)
+        return ingest_batch(spark, raw, decoder, options, target, file_set_txn(files), on_step, config.scd_type)
 
 
 def file_set_txn(files: list[str]) -> audit.Txn:
@@ -156,9 +159,11 @@ def ingest_batch(
     target: str,
     txn: audit.Txn | None = None,
     on_step=None,
+    scd_type: int | None = None,
 ) -> IngestSummary:
     """Decode ``raw`` (RAW_SCHEMA) with ``decoder`` and apply it to the tables under ``target``.
-    ``on_step``: called with a short text as the apply step begins.
+    ``on_step``: called with a short text as the apply step begins. ``scd_type``: as
+    :class:`IngestConfig`.
 
     Spark work per batch: the decoder's parse stage (cached, with its signature aggregate),
     then the decoded records flattened to one row per event or reject (cached once: the batch's
@@ -224,7 +229,7 @@ def ingest_batch(
             apply_batch(
                 spark, events, target, options.primary_keys, txn,
                 side_tasks=reject_task if summary.rejected else None, plan=plan, fmt=decoder.name,
-                max_columns=options.limits.max_columns,
+                max_columns=options.limits.max_columns, scd_type=scd_type,
             )
         )
     finally:
@@ -238,8 +243,9 @@ def apply_events(
     target: str,
     primary_keys: dict[str, list[str]] | None = None,
     txn: audit.Txn | None = None,
+    scd_type: int | None = None,
 ) -> list[ApplyResult]:
     """Apply canonical events (EVENT_SCHEMA rows, any format) to the tables under ``target``
     (see :func:`cdclake.apply.batch.apply_batch`). ``events`` should be persisted by the caller:
     it is read once per table."""
-    return apply_batch(spark, events, target, primary_keys, txn)
+    return apply_batch(spark, events, target, primary_keys, txn, scd_type=scd_type)

@@ -50,7 +50,7 @@ class StreamConfig:
         ``max_offsets_per_trigger`` needs, then stop; else run until stopped.
     trigger_interval: e.g. ``10 seconds``: start a micro-batch at most this often (None: the
         next batch starts when the last one ends).
-    primary_keys, canal_dts_inverted, extra, limits: as :class:`cdclake.pipeline.IngestConfig`.
+    primary_keys, canal_dts_inverted, extra, limits, scd_type: as :class:`cdclake.pipeline.IngestConfig`.
     """
 
     format: str
@@ -65,6 +65,7 @@ class StreamConfig:
     canal_dts_inverted: bool = False
     extra: dict[str, str] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
+    scd_type: int | None = None
 
 
 @dataclass
@@ -113,7 +114,7 @@ def run_stream(spark: SparkSession, config: StreamConfig, out=None) -> StreamSum
         else:  # the batch's new files, read by the format's own file reader
             files = sorted(r[0] for r in batch.select("path").collect())
             raw = decoder.read_files(session, [_local_path(f) for f in files])
-        s = ingest_batch(session, raw, decoder, options, target, txn)
+        s = ingest_batch(session, raw, decoder, options, target, txn, scd_type=config.scd_type)
         seconds = time.time() - t0
         tables = s.tables
         s.tables = []

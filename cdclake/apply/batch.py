@@ -161,6 +161,7 @@ def apply_batch(
     plan: BatchPlan | None = None,
     fmt: str = "canonical",
     max_columns: int | None = None,
+    scd_type: int | None = None,
 ) -> list[ApplyResult]:
     """Apply canonical events (EVENT_SCHEMA rows, any format) to the tables under ``target``.
 
@@ -170,6 +171,8 @@ def apply_batch(
     the batch's plan when the caller made it (:func:`plan_batch`), else it is made here.
     ``fmt``: the format named in the rejects of failed tables. ``max_columns``: a table with more
     columns in the batch is not applied; its events are rejected as ``TOO_MANY_COLUMNS``.
+    ``scd_type``: 2 creates new tables as history tables (SCD type 2, :mod:`cdclake.apply.history`),
+    1 as tables of current rows; None: each table as it is (new ones: 1).
     Returns one :class:`ApplyResult` per table with data, by table name.
 
     One table that cannot be applied (its folder refused by the file system, a change Delta
@@ -180,6 +183,7 @@ def apply_batch(
     Raises:
         CdclakeError(TARGET_LAYOUT): the target was written in another ``_cdclake`` layout.
         CdclakeError(CONCURRENT_WRITE): another writer committed to a table first.
+        CdclakeError(SCD_TYPE_MISMATCH): ``scd_type`` is not an existing table's.
     """
     audit.check_layout(target, spark)
     if plan is None:
@@ -206,7 +210,7 @@ def apply_batch(
             ]
             prepared = run_all(
                 [
-                    lambda p=p: guarded(p.name, lambda: prepare_table(spark, p, table_path(target, p.name), states.get(p.name, TableState())))
+                    lambda p=p: guarded(p.name, lambda: prepare_table(spark, p, table_path(target, p.name), states.get(p.name, TableState()), scd_type))
                     for p in plan.tables if p.name not in {f.table for f in refused}
                 ]
             )

@@ -46,6 +46,7 @@ from pyspark.sql import functions as F
 
 from cdclake.apply import types as T
 from cdclake.apply.plan import TablePlan, order_key, ranked_key
+from cdclake.errors import CdclakeError
 from cdclake.normalize import pair_update_halves
 from cdclake.values import cast_sql
 
@@ -60,6 +61,21 @@ META_COLUMNS = {
     # whose coordinates are the same, changes nothing)
     "_cdc_record": "struct<file:string,line:bigint,partition:int,offset:bigint>",
 }
+
+#: columns a table that keeps its rows' history (SCD type 2, ``--scd-type 2``) has besides
+#: :data:`META_COLUMNS`, which there describe the change that began the version; see
+#: :mod:`cdclake.apply.history`
+HISTORY_COLUMNS = {
+    "_cdc_valid_from": "timestamp",  # event time of the change that began the version
+    "_cdc_valid_to": "timestamp",  # event time of the change that ended it (null: current)
+    "_cdc_is_current": "boolean",
+    "_cdc_present": "array<string>",  # the columns the beginning change carried (null: all)
+    # the change that ended the version (null: current); op d: a delete, t: a truncate
+    "_cdc_end": "struct<position:array<decimal(38,0)>,position_text:string,op:string,event_time_ms:bigint,"
+    "record:struct<file:string,line:bigint,partition:int,offset:bigint>,sub:int>",
+}
+#: every column cdclake adds to a target table
+SYSTEM_COLUMNS = {**META_COLUMNS, **HISTORY_COLUMNS}
 
 
 def order_sql(rank: str, pos: str, sub: str, file: str, line: str, part: str, off: str) -> str:
@@ -189,7 +205,9 @@ def _columns_of(plan: TablePlan) -> dict[str, str]:
     return cols
 
 
-def evolve_table(spark: SparkSession, path: str, plan: TablePlan) -> tuple[dict[str, str], list[str]]:
+def evolve_table(
+    spark: SparkSession, path: str, plan: TablePlan, columns: dict[str, str] | None = None
+) -> tuple[dict[str, str], list[str]]:
     """Evolve the existing Delta table at ``path`` to hold ``plan.columns``.
 
     First the batch DDL's column renames and drops (``plan.renames``/``plan.drops``, see
@@ -199,15 +217,16 @@ def evolve_table(spark: SparkSession, path: str, plan: TablePlan) -> tuple[dict[
     by rewriting the table). A table written before one of :data:`META_COLUMNS` existed
     (``_cdc_record``) gets it first, by ALTER (its rows read null there). Returns the table's
     source columns (name -> Spark type, table order) and human-readable schema changes (empty
-    when nothing changed).
+    when nothing changed). ``columns``: the table's columns (:func:`_columns`) when the caller
+    has read them.
     """
     changes: list[str] = [*plan.unapplied, *plan.ended]
-    columns = _columns(spark, path)
+    columns = columns if columns is not None else _columns(spark, path)
     missing_meta = {n: t for n, t in META_COLUMNS.items() if n not in columns}
     if missing_meta:  # a table written before the column existed (``_cdc_record``): its rows read null
         spark.sql(f"ALTER TABLE delta.{q(path)} ADD COLUMNS (" + ", ".join(f"{q(n)} {t}" for n, t in missing_meta.items()) + ")")
         changes.append("add metadata columns (" + ", ".join(missing_meta) + ")")
-    current = {n: t for n, t in columns.items() if n not in META_COLUMNS}
+    current = {n: t for n, t in columns.items() if n not in SYSTEM_COLUMNS}
     renames = {new: old for new, old in plan.renames.items() if old in current and new not in current}
     changes += [f"not applied: rename column {old} -> {new} ({new} exists)" for new, old in plan.renames.items() if old in current and new in current]
     drops = [n for n in plan.drops if n in current and n not in plan.key]
@@ -261,12 +280,12 @@ def _columns(spark: SparkSession, path: str) -> dict[str, str]:
 
 def _source_columns(spark: SparkSession, path: str) -> dict[str, str]:
     """The source columns of the Delta table at ``path`` (without :data:`META_COLUMNS`)."""
-    return {n: t for n, t in _columns(spark, path).items() if n not in META_COLUMNS}
+    return {n: t for n, t in _columns(spark, path).items() if n not in SYSTEM_COLUMNS}
 
 
-def _create_empty(spark: SparkSession, path: str, cols: dict[str, str]) -> None:
+def _create_empty(spark: SparkSession, path: str, cols: dict[str, str], history: bool = False) -> None:
     builder = DeltaTable.createIfNotExists(spark).location(path)
-    for name, typ in {**cols, **META_COLUMNS}.items():
+    for name, typ in {**cols, **(SYSTEM_COLUMNS if history else META_COLUMNS)}.items():
         builder = builder.addColumn(name, typ)
     for k, v in table_properties(cols).items():
         builder = builder.property(k, v)
@@ -282,7 +301,8 @@ def _newer(a, b) -> bool:
 class Prepared:
     """A table made ready for its batch's rows by :func:`prepare_table`: ``exists`` (a Delta
     table is at ``path``), ``columns`` (source column -> Spark type, table order) and the
-    ``truncate`` position in force (``array<decimal(38,0)>`` values, or None)."""
+    ``truncate`` position in force (``array<decimal(38,0)>`` values, or None); ``history``:
+    the table keeps its rows' history (SCD type 2, :mod:`cdclake.apply.history`)."""
 
     plan: TablePlan
     path: str
@@ -292,9 +312,10 @@ class Prepared:
     columns: dict[str, str] = field(default_factory=dict)
     truncate: list | None = None
     rows_before: int | None = 0
+    history: bool = False
 
 
-def prepare_table(spark: SparkSession, plan: TablePlan, path: str, state: TableState) -> Prepared:
+def prepare_table(spark: SparkSession, plan: TablePlan, path: str, state: TableState, scd_type: int | None = None) -> Prepared:
     """The first step of a table's batch: every change to the table that does not write the
     batch's rows, each idempotent by itself (a batch prepared again changes nothing more):
     schema evolution (:func:`evolve_table`), a truncate newer than the table's latest one
@@ -303,6 +324,13 @@ def prepare_table(spark: SparkSession, plan: TablePlan, path: str, state: TableS
     Runs before the batch's idempotent writes begin (:func:`write_table` under Delta's
     ``txnAppId``/``txnVersion``): a Delta commit made here under the batch's transaction
     identity would make the table skip the batch's MERGE.
+
+    ``scd_type``: 2 creates a new table as a history table (:mod:`cdclake.apply.history`), 1 as
+    a table of current rows; None: as the table is (a new one: 1). A history table's truncate
+    is applied by its MERGE (it ends the versions, deletes nothing).
+
+    Raises:
+        CdclakeError(SCD_TYPE_MISMATCH): ``scd_type`` is not the existing table's.
     """
     result = ApplyResult(plan.name, key=list(plan.key), key_source=plan.key_source)
     prep = Prepared(plan, path, state, TableApply(result))
@@ -312,16 +340,25 @@ def prepare_table(spark: SparkSession, plan: TablePlan, path: str, state: TableS
     prep.rows_before = state.rows if prep.exists else 0
 
     if prep.exists:
-        prep.columns, result.schema_changes = evolve_table(spark, path, plan)
-        if _newer(batch_truncate, state.truncate_position):
+        all_columns = _columns(spark, path)
+        prep.history = "_cdc_is_current" in all_columns
+        if scd_type is not None and scd_type != (2 if prep.history else 1):
+            raise CdclakeError(
+                "SCD_TYPE_MISMATCH",
+                f"table {plan.name} is SCD type {2 if prep.history else 1} (its folder {path}); it cannot be applied with --scd-type {scd_type}",
+            )
+        prep.columns, result.schema_changes = evolve_table(spark, path, plan, all_columns)
+        if _newer(batch_truncate, state.truncate_position) and not prep.history:
             result.truncated = _truncate(spark, path, batch_truncate)
     elif plan.has_changes or plan.columns:
+        prep.history = scd_type == 2
         prep.columns = _columns_of(plan)
         result.schema_changes = ["create table (" + ", ".join(f"{n} {t}" for n, t in prep.columns.items()) + ")", *plan.unapplied, *plan.ended]
         if not plan.has_changes:  # a DDL-only batch: the table exists from its DDL on
-            _create_empty(spark, path, prep.columns)
+            _create_empty(spark, path, prep.columns, prep.history)
             prep.exists = True
     else:  # a truncate of a table not created yet: the progress row remembers it
+        prep.history = scd_type == 2
         prep.out.touched = False
     return prep
 
@@ -341,6 +378,15 @@ def write_table(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_
     as an :class:`ApplyResult` inside a :class:`TableApply`.
     """
     out, plan, path, result = prep.out, prep.plan, prep.path, prep.out.result
+    if prep.history:
+        from cdclake.apply.history import history_deletes, write_history
+
+        if not out.touched:  # remember the truncate: a late change older than it ends there
+            out.deletes = history_deletes(spark, events, plan)
+            return out
+        write_history(spark, events, prep, deletes_path)
+        _count_rows(spark, prep)
+        return out
     if not out.touched:
         return out
     columns = prep.columns
@@ -368,16 +414,25 @@ def write_table(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_
                 F.col("_pos_text").alias("position_text"),
                 F.expr(_record_of("_ord")).alias("record"),
                 F.col("_ord._sub").alias("sub"),
+                F.col("_etime").alias("event_time_ms"),
             )
+    prep.rows_before = rows_before
+    _count_rows(spark, prep)
+    return out
+
+
+def _count_rows(spark: SparkSession, prep: Prepared) -> None:
+    """Set the result's ``rows_now`` (counted again when the row count before is unknown) and,
+    after a schema change, its ``schema`` and ``schema_version``."""
+    result, path, rows_before = prep.out.result, prep.path, prep.rows_before
     if rows_before is None:  # a table from before rows were tracked, or a replayed batch: count
         result.rows_now = spark.read.format("delta").load(path).count()
     else:
         result.rows_now = rows_before + result.inserted - result.deleted - result.truncated
     if result.schema_changes:
         detail = DeltaTable.forPath(spark, path)
-        result.schema = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in detail.toDF().schema.fields if f.name not in META_COLUMNS)
+        result.schema = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in detail.toDF().schema.fields if f.name not in SYSTEM_COLUMNS)
         result.schema_version = detail.history(1).select("version").first()[0]
-    return out
 
 
 def apply_table(
@@ -487,19 +542,16 @@ def _order_sql(order: list) -> str:
     return "array(" + ", ".join(f"cast({v} as decimal(38,0))" for v in order) + ")"
 
 
-def _fold(
-    spark: SparkSession,
-    events: DataFrame,
-    plan: TablePlan,
-    columns: dict[str, str],
-    truncate: list | None,
-    state: TableState,
-    deletes_path: str,
-) -> tuple[DataFrame, list[DataFrame]]:
-    """The MERGE source: the batch's last change per key (folded column by column for partial
-    images), typed as the table's columns ``_c<i>``, with ``_op``, ``_ord`` (the order struct),
-    ``_pos_text``, ``_etime``, ``_p_c<i>`` (column carried) and ``_key_json``. Persisted; returns
-    it and the frames to unpersist."""
+def change_rows(events: DataFrame, plan: TablePlan, columns: dict[str, str], truncate: list | None) -> DataFrame:
+    """The batch's changes of ``plan``'s table, one row per change, typed as the table's
+    columns: ``_c<i>`` (column ``i`` of ``columns``, the image's value), ``_p_c<i>`` (boolean:
+    the image carries the column), ``_op`` (``c``/``u``/``r``/``d``), ``_present``
+    (array<string>, the event's ``present``), ``_ord`` (the order struct: ``_rank`` int,
+    ``pos`` array<decimal(38,0)>, ``_sub`` int, ``file``, ``line``, ``part``, ``off``),
+    ``_pos_text`` string, ``_etime`` bigint (ms). Update halves are paired (a lone before half
+    becomes a delete with ``_sub`` 0); an update that changes the key adds a delete of the old
+    key's row (``_sub`` 0); truncates are left out, and so are changes not newer than
+    ``truncate`` (``position.order`` values, None: keep all)."""
     key = plan.key or list(columns)
     names = list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
@@ -558,6 +610,26 @@ def _fold(
         *[typed("_img", n).alias(alias[n]) for n in names],
         *[(F.col("_img").isNotNull() & (F.col("present").isNull() | carried(n))).alias("_p" + alias[n]) for n in names],
     )
+    return rows
+
+
+def _fold(
+    spark: SparkSession,
+    events: DataFrame,
+    plan: TablePlan,
+    columns: dict[str, str],
+    truncate: list | None,
+    state: TableState,
+    deletes_path: str,
+) -> tuple[DataFrame, list[DataFrame]]:
+    """The MERGE source: the batch's last change per key (folded column by column for partial
+    images), typed as the table's columns ``_c<i>``, with ``_op``, ``_ord`` (the order struct),
+    ``_pos_text``, ``_etime``, ``_p_c<i>`` (column carried) and ``_key_json``. Persisted; returns
+    it and the frames to unpersist."""
+    key = plan.key or list(columns)
+    names = list(columns)
+    alias = {n: f"_c{i}" for i, n in enumerate(names)}
+    rows = change_rows(events, plan, columns, truncate)
     keys = [alias[k] for k in key]
     if plan.partial:
         src = _fold_partial(rows, keys, names, alias)
@@ -598,7 +670,7 @@ def _drop_older_than_deletes(
     if "sub" not in remembered.columns:  # written before deletes kept their sub: read as 1
         remembered = remembered.withColumn("sub", F.lit(None).cast("int"))
     deletes = (
-        remembered.where(F.col("table") == F.lit(table))
+        remembered.where((F.col("table") == F.lit(table)) & F.col("key").isNotNull())  # (null: a history table's truncate)
         .groupBy(F.to_json(F.from_json(F.col("key"), schema)).alias("_key_json"))
         .agg(F.max(F.expr(_ORDER_OF_DELETE)).alias("_tomb"))
     )

@@ -124,6 +124,8 @@ class TablePlan:
     ended: a line per ``DROP TABLE`` / ``TRUNCATE TABLE`` statement of the batch's DDL, which
         the applier follows as a truncate at the statement's position (``truncate`` holds the
         latest), for the schema history.
+    ends: ``(order, text)`` of each of those statements (an SCD type 2 table ends every row's
+        history at each of them, see :mod:`cdclake.apply.history`).
     unapplied: the batch's DDL that is not followed, with the reason (``not applied: ...``),
         for ``_cdclake/schema_history``.
     """
@@ -146,6 +148,7 @@ class TablePlan:
     renames: dict[str, str] = field(default_factory=dict)
     unapplied: list[str] = field(default_factory=list)
     ended: list[str] = field(default_factory=list)
+    ends: list[tuple[Order, str]] = field(default_factory=list)
     key_stats: "KeyStats" = field(default_factory=lambda: KeyStats())
 
     @property
@@ -488,6 +491,7 @@ def _follow_table_ends(p: TablePlan) -> None:
             continue
         if p.truncate is None or order_key(order) > order_key(p.truncate[0]):
             p.truncate = (order, text)
+        p.ends.append((order, text))
         p.ended.append(f"table {'dropped' if verb == 'drop' else 'truncated'} at the source (position {text}): its older rows removed, as by a truncate")
 
 

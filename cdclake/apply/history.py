@@ -1,0 +1,362 @@
+"""Apply one batch to a Delta table that keeps its rows' history (SCD type 2), in one commit.
+
+A history table holds one row per *version* of a source row: the source columns as they were
+from one change to the next, the :data:`~cdclake.apply.delta_table.META_COLUMNS` of the change
+that began the version (``_cdc_position``, ``_cdc_op``, ``_cdc_event_time_ms``, ...) and
+:data:`HISTORY_COLUMNS`:
+
+* ``_cdc_valid_from`` timestamp: the event time of the change that began the version;
+* ``_cdc_valid_to`` timestamp: the event time of the change that ended it (null while current,
+  or when the source gives no event time);
+* ``_cdc_is_current`` boolean: no later change of the row is known (a deleted row has none);
+* ``_cdc_present`` array<string>: the columns the beginning change carried (null: all; set
+  for partial images, SharePlex and Qlik updates);
+* ``_cdc_end`` struct: the change that ended the version (``position``,
+  ``position_text``, ``op``: ``u``/``c``/``r`` for a next version, ``d`` for a delete, ``t``
+  for a truncate or a dropped table, ``event_time_ms``, ``record``, ``sub``), null while
+  current.
+
+The history is ordered by the same order as SCD type 1 (:func:`delta_table.order_sql`:
+snapshot rank, position, sub, then the record's coordinates), not by event time; the event
+times are there for readers' "as of" queries. Like Databricks' ``APPLY CHANGES ... STORED AS
+SCD TYPE 2``, a delete closes the row's current version and adds none, and a change that
+arrives late is put into the history at its place: the version before it ends at it, and it
+ends where the next change begins.
+
+How a batch is applied: the batch's changes (:func:`delta_table.change_rows`) are *points*
+of each key's history; with them go the points the table already holds for the touched keys
+(each version is the point that began it; a version ended by a delete or truncate gives that
+point too, from ``_cdc_end``), the deletes and truncates remembered in ``_cdclake/deletes``
+(read only when the batch holds a change older than one of them), and each truncate of the
+batch for every touched key. The points are deduplicated by their order (a re-delivered change
+is the same point), ordered, and each non-delete point becomes a version that ends at the next
+point. The recomputed versions are MERGEd into the table by their identity (key and beginning
+change): new versions are inserted, versions whose end or values changed are updated, nothing
+is ever deleted. Only versions that may change are read: the current ones and those that end
+after the batch's oldest change; a batch with a truncate reads them all (truncates are rare).
+Partial images take the columns they do not carry from the version before them, recomputed
+when a change arrives late between them.
+
+Limits: a column renamed by DDL keeps its old name in older versions' ``_cdc_present``; a
+keyless table's identical rows share one history (as in SCD type 1).
+"""
+
+from __future__ import annotations
+
+from functools import reduce
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, Observation, SparkSession, Window
+from pyspark.sql import functions as F
+
+from cdclake.apply.plan import TablePlan, ranked_key
+from cdclake.apply.delta_table import (
+    META_COLUMNS,
+    HISTORY_COLUMNS,
+    Prepared,
+    TableApply,
+    _needs_delete_check,
+    _order_sql,
+    _record_of,
+    _table_events,
+    change_rows,
+    merge_condition_sql,
+    q,
+    table_properties,
+)
+
+#: the order struct of a point (``_ord`` of :func:`delta_table.change_rows`), spelled out so
+#: that points from the batch, the table and the deletes table union
+ORDER_TYPE = "struct<_rank:int,pos:array<decimal(38,0)>,_sub:int,file:string,line:bigint,part:int,off:bigint>"
+
+
+def _ord_sql(rank: str, pos: str, sub: str, record: str) -> str:
+    """SQL: an order struct (:data:`ORDER_TYPE`) from a record struct ``record`` (file, line,
+    partition, offset)."""
+    return (
+        f"CAST(named_struct('_rank', {rank}, 'pos', {pos}, '_sub', {sub}, 'file', {record}.file, 'line', {record}.line,"
+        f" 'part', {record}.partition, 'off', {record}.offset) AS {ORDER_TYPE})"
+    )
+
+
+def _point(keys: dict[str, str], names: list[str], alias: dict[str, str], op, ord_sql: str, pos_text, etime, src: int,
+           values: bool = False, present=None) -> list:
+    """The select list of a point: key columns from ``keys`` (alias -> SQL), the other columns
+    (the table's own values when ``values``, else null) and their carried flags."""
+    cols = []
+    for n in names:
+        a = alias[n]
+        if a in keys:
+            cols.append(F.expr(keys[a]).alias(a))
+        elif values:
+            cols.append(F.col(q(n)).alias(a))
+        else:
+            cols.append(F.lit(None).alias(a))
+    for n in names:
+        a = alias[n]
+        if values:
+            cols.append((F.col("_cdc_present").isNull() | F.array_contains("_cdc_present", n)).alias("_p" + a))
+        else:
+            cols.append(F.lit(False).alias("_p" + a))
+    return [
+        *cols,
+        F.lit(op).alias("_op") if isinstance(op, str) else op.alias("_op"),
+        (present if present is not None else F.lit(None).cast("array<string>")).alias("_present"),
+        F.expr(ord_sql).alias("_ord"),
+        pos_text.alias("_pos_text"),
+        etime.alias("_etime"),
+        F.lit(src).alias("_src"),
+    ]
+
+
+def _typed(df: DataFrame, columns: dict[str, str], alias: dict[str, str]) -> DataFrame:
+    """Cast a point frame's columns to the table's types (null literals, read values)."""
+    return df.select(
+        *[F.col(alias[n]).cast(t).alias(alias[n]) for n, t in columns.items()],
+        *[F.col("_p" + alias[n]) for n in columns],
+        "_op", "_present", F.col("_ord").cast(ORDER_TYPE).alias("_ord"), "_pos_text", F.col("_etime").cast("bigint").alias("_etime"), "_src",
+    )
+
+
+def _batch_truncates(spark: SparkSession, events: DataFrame, plan: TablePlan) -> DataFrame | None:
+    """The batch's truncates of the table (``t`` events and the DDL that drops or truncates
+    it, ``plan.ends``): ``_ord`` (:data:`ORDER_TYPE`), ``_pos_text``, ``_etime``; None when
+    there are none."""
+    frames = []
+    if plan.counts.get("t"):
+        frames.append(_table_events(events, plan).where(F.col("op") == "t").select(
+            F.expr(_ord_sql("1", "position.order", "1", "source_record")).alias("_ord"),
+            F.col("position.text").alias("_pos_text"),
+            F.col("event_time_ms").alias("_etime"),
+        ))
+    for order, text in plan.ends:  # DDL: no record coordinates kept in the plan
+        frames.append(spark.range(1).select(
+            F.expr(f"CAST(named_struct('_rank', 1, 'pos', {_order_sql(order)}, '_sub', 1, 'file', NULL, 'line', NULL,"
+                   f" 'part', NULL, 'off', NULL) AS {ORDER_TYPE})").alias("_ord"),
+            F.lit(text).alias("_pos_text"),
+            F.lit(None).cast("bigint").alias("_etime"),
+        ))
+    return reduce(DataFrame.unionByName, frames) if frames else None
+
+
+def _truncates(plan: TablePlan) -> bool:
+    """The batch truncates the table (a ``t`` event or DDL that drops or truncates it)."""
+    return bool(plan.counts.get("t") or plan.ends)
+
+
+def _key_match(left: DataFrame, right: DataFrame, pairs: list[tuple[str, str]]):
+    return reduce(lambda a, b: a & b, [left[x].eqNullSafe(right[y]) for x, y in pairs])
+
+
+def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_path: str) -> tuple[DataFrame, DataFrame | None]:
+    """The MERGE source of a history table's batch and the deletes to remember.
+
+    Returns ``(versions, deletes)``: ``versions`` has the table's source columns as
+    ``_c<i>`` (``prep.columns`` order) and every :data:`META_COLUMNS` and
+    :data:`HISTORY_COLUMNS` column under its own name, one row per version that may have changed
+    (keys touched by the batch); ``deletes`` the batch's deletes and truncates as rows of
+    ``_cdclake/deletes`` (``table``, ``key`` JSON or null for a truncate, ``position``,
+    ``position_text``, ``record``, ``sub``, ``event_time_ms``), None when there are none."""
+    plan, columns, path = prep.plan, prep.columns, prep.path
+    names = list(columns)
+    alias = {n: f"_c{i}" for i, n in enumerate(names)}
+    key = plan.key or names
+    keys = [alias[k] for k in key]
+    batch = _typed(change_rows(events, plan, columns, None).withColumn("_src", F.lit(1)), columns, alias)
+    truncs = _batch_truncates(spark, events, plan)
+
+    touched = batch.select(*keys).distinct()
+    stored = None
+    if prep.exists:
+        tbl = spark.read.format("delta").load(path)
+        if truncs is None:  # only the keys the batch touches, and only their versions that may change
+            tbl = tbl.join(touched, _key_match(tbl, touched, [(q(k), alias[k]) for k in key]), "left_semi")
+            if plan.min_data is not None:
+                rank, order = plan.min_data
+                tbl = tbl.where(
+                    F.col("_cdc_is_current")
+                    | F.expr(f"struct(CASE WHEN _cdc_end.op = 'r' THEN 0 ELSE 1 END, _cdc_end.position) >= struct({rank}, {_order_sql(order)})")
+                )
+        row_ord = _ord_sql("CASE WHEN _cdc_op = 'r' THEN 0 ELSE 1 END", "_cdc_position", "1", "_cdc_record")
+        versions = tbl.select(*_point({}, names, alias, F.col("_cdc_op"), row_ord, F.col("_cdc_position_text"),
+                                      F.col("_cdc_event_time_ms"), 0, values=True, present=F.col("_cdc_present")))
+        end_ord = _ord_sql("1", "_cdc_end.position", "_cdc_end.sub", "_cdc_end.record")
+        ended = tbl.where(F.col("_cdc_end.op").isin("d", "t")).select(
+            *_point({alias[k]: q(k) for k in key}, names, alias, F.col("_cdc_end.op"), end_ord,
+                    F.col("_cdc_end.position_text"), F.col("_cdc_end.event_time_ms"), 0)
+        )
+        stored = _typed(versions, columns, alias).unionByName(_typed(ended, columns, alias))
+        if truncs is not None:  # every key of the table meets the batch's truncates
+            touched = touched.unionByName(stored.select(*keys)).distinct()
+
+    parts = [batch] + ([stored] if stored is not None else [])
+    remembered = _remembered(spark, prep, deletes_path)
+    if remembered is not None:
+        rem_deletes, rem_truncs = remembered
+        schema = ", ".join(f"{q(k)} {columns[k]}" for k in key)
+        rd = rem_deletes.withColumn("_k", F.from_json("key", schema)).select(
+            *_point({alias[k]: f"_k.{q(k)}" for k in key}, names, alias, "d",
+                    _ord_sql("1", "position", "coalesce(sub, 1)", "record"), F.col("position_text"), F.col("event_time_ms"), 0)
+        )
+        parts.append(_typed(rd, columns, alias))
+        truncs = rem_truncs if truncs is None else truncs.unionByName(rem_truncs)
+    if truncs is not None:
+        t = touched.crossJoin(truncs.select(F.col("_ord").cast(ORDER_TYPE).alias("_ord"), "_pos_text", F.col("_etime").cast("bigint").alias("_etime")))
+        parts.append(_typed(t.select(*_point({a: a for a in keys}, names, alias, "t", "_ord", F.col("_pos_text"), F.col("_etime"), 1)), columns, alias))
+    points = reduce(DataFrame.unionByName, parts)
+    deletes = None
+    if plan.counts.get("d") or plan.counts.get("u"):
+        deletes = batch.where(F.col("_op") == "d").select(
+            F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in key])).alias("key"), "_ord", "_pos_text", "_etime")
+    return _versions(points, columns, alias, keys), history_deletes(spark, events, plan, deletes)
+
+
+def _remembered(spark: SparkSession, prep: Prepared, deletes_path: str) -> tuple[DataFrame, DataFrame] | None:
+    """The remembered deletes (key not null) and truncates (key null, as ``_ord``,
+    ``_pos_text``, ``_etime``) of the table that may matter to the batch: read only when the
+    batch holds a change not newer than the table's latest delete or truncate."""
+    plan, state = prep.plan, prep.state
+    need_deletes = _needs_delete_check(plan, state)
+    need_truncs = (
+        state.truncate_position is not None and plan.min_data is not None
+        and ranked_key(*plan.min_data) <= ranked_key(1, state.truncate_position)
+    )
+    if not (need_deletes or need_truncs) or not DeltaTable.isDeltaTable(spark, deletes_path):
+        return None
+    rem = spark.read.format("delta").load(deletes_path)
+    for c, t in (("record", META_COLUMNS["_cdc_record"]), ("sub", "int"), ("event_time_ms", "bigint")):
+        if c not in rem.columns:  # a deletes table written before the column existed
+            rem = rem.withColumn(c, F.lit(None).cast(t))
+    rem = rem.where(F.col("table") == F.lit(plan.name))
+    rank, order = plan.min_data
+    rem = rem.where(F.expr(f"struct(1, position) >= struct({rank}, {_order_sql(order)})"))
+    deletes = rem.where(F.col("key").isNotNull() & F.lit(need_deletes))
+    truncs = rem.where(F.col("key").isNull() & F.lit(need_truncs)).select(
+        F.expr(_ord_sql("1", "position", "coalesce(sub, 1)", "record")).alias("_ord"),
+        F.col("position_text").alias("_pos_text"),
+        F.col("event_time_ms").alias("_etime"),
+    )
+    return deletes, truncs
+
+
+def _versions(points: DataFrame, columns: dict[str, str], alias: dict[str, str], keys: list[str]) -> DataFrame:
+    """Each key's points in order, deduplicated (a point of the batch that the table holds
+    already is the table's), as versions: every point that is not a delete or truncate, ended
+    by the next point. A column an image does not carry takes the value of the latest point
+    before it that carries it (the first point of a key read from the table carries all of
+    its stored values)."""
+    w = Window.partitionBy(*keys).orderBy("_ord", "_src")
+    points = points.select(
+        "*",
+        F.lag("_ord").over(w).eqNullSafe(F.col("_ord")).alias("_dup"),
+        (F.row_number().over(w) == 1).alias("_first"),
+    ).where(~F.col("_dup"))
+    deleting = F.col("_op").isin("d", "t")
+    w2 = Window.partitionBy(*keys).orderBy("_ord")
+    upto = w2.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    nxt = F.lead(F.struct("_ord", "_op", "_pos_text", "_etime")).over(w2)
+    values = []
+    for n in columns:
+        a = alias[n]
+        if a in keys:
+            values.append(F.col(a))
+            continue
+        carried = F.col("_p" + a) & ~deleting | ((F.col("_src") == 0) & F.col("_first") & ~deleting)
+        values.append(F.last(F.when(carried, F.struct(F.col(a).alias("v"))), ignorenulls=True).over(upto)["v"].alias(a))
+    stepped = points.select(*values, "_op", "_present", "_ord", "_pos_text", "_etime", nxt.alias("_nxt")).where(~deleting)
+    end = (
+        f"CASE WHEN _nxt IS NULL THEN NULL ELSE CAST(named_struct('position', _nxt._ord.pos, 'position_text', _nxt._pos_text,"
+        f" 'op', _nxt._op, 'event_time_ms', _nxt._etime, 'record', {_record_of('_nxt._ord')}, 'sub', _nxt._ord._sub)"
+        f" AS {HISTORY_COLUMNS['_cdc_end']}) END"
+    )
+    return stepped.select(
+        *[alias[n] for n in columns],
+        F.col("_ord.pos").alias("_cdc_position"),
+        F.col("_pos_text").alias("_cdc_position_text"),
+        F.col("_op").alias("_cdc_op"),
+        F.col("_etime").alias("_cdc_event_time_ms"),
+        F.expr(_record_of("_ord")).cast(META_COLUMNS["_cdc_record"]).alias("_cdc_record"),
+        F.expr("timestamp_millis(_etime)").alias("_cdc_valid_from"),
+        F.expr("timestamp_millis(_nxt._etime)").alias("_cdc_valid_to"),
+        F.col("_nxt").isNull().alias("_cdc_is_current"),
+        F.col("_present").alias("_cdc_present"),
+        F.expr(end).alias("_cdc_end"),
+    )
+
+
+def history_deletes(spark: SparkSession, events: DataFrame, plan: TablePlan, deletes: DataFrame | None = None) -> DataFrame | None:
+    """The batch's deletes (``deletes``: ``key`` JSON, ``_ord``, ``_pos_text``, ``_etime``) and
+    truncates (key null) of a history table as ``_cdclake/deletes`` rows; None when there are
+    none."""
+    frames = [deletes] if deletes is not None else []
+    truncs = _batch_truncates(spark, events, plan)
+    if truncs is not None:
+        frames.append(truncs.select(F.lit(None).cast("string").alias("key"), F.col("_ord").cast(ORDER_TYPE).alias("_ord"), "_pos_text", "_etime"))
+    if not frames:
+        return None
+    return reduce(DataFrame.unionByName, frames).select(
+        F.lit(plan.name).alias("table"),
+        "key",
+        F.col("_ord.pos").alias("position"),
+        F.col("_pos_text").alias("position_text"),
+        F.expr(_record_of("_ord")).cast(META_COLUMNS["_cdc_record"]).alias("record"),
+        F.col("_ord._sub").alias("sub"),
+        F.col("_etime").cast("bigint").alias("event_time_ms"),
+    )
+
+
+def as_table_rows(versions: DataFrame, columns: dict[str, str]) -> DataFrame:
+    """Versions (``_c<i>`` columns) as rows of the history table (source names)."""
+    return versions.select(
+        *[F.col(f"_c{i}").alias(n) for i, n in enumerate(columns)], *META_COLUMNS, *HISTORY_COLUMNS
+    )
+
+
+def write_history(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_path: str) -> TableApply:
+    """Apply the batch's changes of ``prep``'s table to its history table: one MERGE (or the
+    write that creates the table). The result counts inserted and updated (ended or recomputed)
+    versions; a history table never deletes a row."""
+    out, plan, path, result, columns = prep.out, prep.plan, prep.path, prep.out.result, prep.columns
+    src, out.deletes = history_source(spark, events, prep, deletes_path)
+    src = src.persist()
+    out.cached.append(src)
+    if not prep.exists:
+        observed = Observation()
+        rows = as_table_rows(src, columns).observe(observed, F.count(F.lit(1)).alias("n"))
+        writer = rows.write.format("delta").mode("append")
+        for k, v in table_properties(columns).items():
+            writer = writer.option(k, v)
+        writer.save(path)
+        result.inserted = int(observed.get["n"])
+        return out
+    names = list(columns)
+    alias = {n: f"_c{i}" for i, n in enumerate(names)}
+    key = plan.key or names
+    if _truncates(plan):  # the source holds every key of the table: no key range
+        cond = " AND ".join(f"t.{q(k)} <=> s.{alias[k]}" for k in key)
+    else:
+        cond = merge_condition_sql(plan, columns)
+    same_start = "t._cdc_position <=> s._cdc_position AND t._cdc_record <=> s._cdc_record AND (t._cdc_op = 'r') <=> (s._cdc_op = 'r')"
+    cond = f"{cond} AND {same_start}"
+    others = [n for n in names if n not in key]
+    changed = " OR ".join(
+        [f"NOT (t.{c} <=> s.{c})" for c in ("_cdc_end", "_cdc_is_current")]
+        + ([f"NOT (named_struct({', '.join(f'{chr(39)}{alias[n]}{chr(39)}, t.{q(n)}' for n in others)})"
+            f" <=> named_struct({', '.join(f'{chr(39)}{alias[n]}{chr(39)}, s.{alias[n]}' for n in others)}))"] if others else [])
+    )
+    sets = {q(n): f"s.{alias[n]}" for n in names}
+    sets.update({q(c): f"s.{c}" for c in (*META_COLUMNS, *HISTORY_COLUMNS)})
+    metrics = (
+        DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), F.expr(cond))
+        .whenMatchedUpdate(condition=changed, set=sets)
+        .whenNotMatchedInsert(values=sets)
+        .execute()
+        .first()
+    )
+    if metrics is None:  # skipped: the batch's transaction identity was already committed
+        result.replayed = True
+        prep.rows_before = None
+        return out
+    result.inserted = int(metrics["num_inserted_rows"] or 0)
+    result.updated = int(metrics["num_updated_rows"] or 0)
+    return out
