@@ -47,6 +47,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--base", required=True, help="canal-json file of the first (untimed) batch")
     ap.add_argument("--batch", nargs="+", required=True, help="canal-json files, one batch each")
+    ap.add_argument("--scd-type", type=int, choices=[1, 2], default=1, help="2: history tables (SCD type 2)")
     args = ap.parse_args()
 
     from cdclake.pipeline import IngestConfig, ingest
@@ -58,7 +59,7 @@ def main() -> None:
     spark = get_spark(conf={"spark.eventLog.enabled": "true", "spark.eventLog.dir": str(logs),
                             "spark.eventLog.compress": "false", "spark.eventLog.rolling.enabled": "false"})
     lake = str(OUT / "lake")
-    ingest(spark, IngestConfig("canal-json", [args.base], lake))
+    ingest(spark, IngestConfig("canal-json", [args.base], lake, scd_type=args.scd_type))
     windows = []
     for path in args.batch:
         t0 = time.time()

@@ -35,11 +35,20 @@ def decode_value(text: str | None, spark_type: str):
     return text
 
 
-def replay(events: list[dict], strict: bool = True) -> tuple[dict[str, list[dict]], dict[str, dict[str, str]]]:
+def replay(
+    events: list[dict], strict: bool = True, history: dict | None = None
+) -> tuple[dict[str, list[dict]], dict[str, dict[str, str]]]:
     """Apply ``events`` in list order to in-memory tables: keyed tables by key, keyless ones by
     whole-row match. Asserts what a source database guarantees: the before image of an update or
-    delete is the row as it is, an insert never collides with a row."""
+    delete is the row as it is, an insert never collides with a row.
+
+    ``history``: a dict filled with every table's versions (SCD type 2), name -> list of
+    ``[row, start, end]``: the row's values from the change at position ``start`` (a tuple of
+    ints) to the one at ``end`` (None: current). A delete or truncate ends a version; an update
+    ends it and begins the next."""
     rows: dict[str, list[dict]] = {}
+    live: dict[str, list[list]] = {}  # the versions of ``rows``' rows, in the same places
+    versions: dict[str, list[list]] = history if history is not None else {}
     schemas: dict[str, dict[str, str]] = {}
     for e in events:
         if e["kind"] == "heartbeat":
@@ -54,14 +63,34 @@ def replay(events: list[dict], strict: bool = True) -> tuple[dict[str, list[dict
         if new_schema != old_schema:
             assert not strict or e["kind"] == "ddl" or name not in schemas, f"schema changed without DDL at {e['position']}"
             renames = dict(re.findall(r"RENAME COLUMN `([^`]+)` TO `([^`]+)`", e["ddl"] or ""))
-            rows[name] = [
-                {n: r.get(next((o for o, nn in renames.items() if nn == n), n)) for n in new_schema}
-                for r in rows.get(name, [])
-            ]
+            def evolve(r: dict) -> dict:
+                return {n: r.get(next((o for o, nn in renames.items() if nn == n), n)) for n in new_schema}
+
+            rows[name] = [evolve(r) for r in rows.get(name, [])]
+            for v in versions.get(name, []):
+                v[0] = evolve(v[0])
             schemas[name] = new_schema
+        at = tuple(int(x) for x in e["position"]["order"]) if e.get("position") else None
+        hist = versions.setdefault(name, [])
+        cur = live.setdefault(name, [])
+
+        def end(i: int) -> None:
+            cur[i][2] = at
+
+        def begin(row: dict, i: int | None = None) -> None:
+            v = [row, at, None]
+            hist.append(v)
+            if i is None:
+                cur.append(v)
+            else:
+                cur[i] = v
+
         if e["kind"] == "ddl":
             if re.match(r"\s*DROP\s+TABLE\b", e["ddl"] or "", re.I):  # the table's rows are gone
                 rows[name] = []
+                for i in range(len(cur)):
+                    end(i)
+                cur.clear()
             continue
         typed = lambda img: {n: decode_value(img.get(n), t) for n, t in new_schema.items()}  # noqa: E731
         key = e["primary_key"] or list(new_schema)
@@ -81,16 +110,28 @@ def replay(events: list[dict], strict: bool = True) -> tuple[dict[str, list[dict
         op = e["op"]
         if op == "t":
             table.clear()
+            for i in range(len(cur)):
+                end(i)
+            cur.clear()
         elif op in ("c", "r"):
             assert not any(all(r[k] == typed(e["after"])[k] for k in key) for r in table), "insert collides"
             table.append(typed(e["after"]))
+            begin(dict(table[-1]))
         elif op == "u" and partial:
             i = find(e["before"] or e["after"])
             table[i] = {**table[i], **{n: v for n, v in typed(e["after"]).items() if n in e["present"]}}
+            end(i)
+            begin(dict(table[i]), i)
         elif op == "u":
-            table[find(e["before"])] = typed(e["after"])
+            i = find(e["before"])
+            table[i] = typed(e["after"])
+            end(i)
+            begin(dict(table[i]), i)
         elif op == "d":
-            table.pop(find(e["before"]))
+            i = find(e["before"])
+            table.pop(i)
+            end(i)
+            cur.pop(i)
     return rows, schemas
 
 
@@ -112,9 +153,10 @@ def same_rows(got: list[dict], expected: list[dict], schema: dict[str, str]) -> 
         assert all(type(r[c]) is type(by_text[canon(r, schema)][c]) for c in schema)
 
 
-def read_lake_table(spark, path: str) -> tuple[dict[str, str], list[dict]]:
+def read_lake_table(spark, path: str, extra=()) -> tuple[dict[str, str], list[dict]]:
     """Source columns (name -> Spark type) and typed rows of a target table, ``_cdc_``
-    columns left out. Timestamps are read as UTC text so that the Python process's time zone
+    columns left out but for the columns ``extra`` (Spark columns, in each row under their
+    own names). Timestamps are read as UTC text so that the Python process's time zone
     plays no part."""
     from pyspark.sql import functions as F
 
@@ -128,7 +170,7 @@ def read_lake_table(spark, path: str) -> tuple[dict[str, str], list[dict]]:
         for f in fields
     ]
     rows = []
-    for r in df.select(*cols).collect():
+    for r in df.select(*cols, *extra).collect():
         d = r.asDict()
         for n, t in schema.items():
             if t == "timestamp" and d[n] is not None:
@@ -137,6 +179,35 @@ def read_lake_table(spark, path: str) -> tuple[dict[str, str], list[dict]]:
                 d[n] = bytes(d[n])
         rows.append(d)
     return schema, rows
+
+
+def read_lake_history(spark, path: str) -> tuple[dict[str, str], list[tuple]]:
+    """Source columns and ``(row, start, end)`` of every version in the history table (SCD
+    type 2) at ``path``: ``start`` is ``_cdc_position``, ``end`` is ``_cdc_end.position`` (None
+    for a current version), both tuples of ints."""
+    from pyspark.sql import functions as F
+
+    meta = ("_cdc_position", "_cdc_end_position", "_cdc_is_current")
+    schema, rows = read_lake_table(
+        spark, path, (F.col("_cdc_position"), F.col("_cdc_end.position").alias("_cdc_end_position"), F.col("_cdc_is_current"))
+    )
+    out = []
+    for r in rows:
+        m = {n: r.pop(n) for n in meta}
+        m["end"] = m["_cdc_end_position"]
+        assert m["_cdc_is_current"] == (m["end"] is None), f"_cdc_is_current {m['_cdc_is_current']} with end {m['end']}"
+        out.append((r, tuple(int(x) for x in m["_cdc_position"]), tuple(int(x) for x in m["end"]) if m["end"] is not None else None))
+    return schema, out
+
+
+def same_history(got: list[tuple], expected: list, schema: dict[str, str]) -> None:
+    """Versions ``(row, start, end)`` equal as multisets (rows by their canonical texts)."""
+    g = sorted((v[1], v[2] or (), canon(v[0], schema)) for v in got)
+    x = sorted((tuple(v[1]), tuple(v[2] or ()), canon(v[0], schema)) for v in expected)
+    missing = [v for v in x if v not in g]
+    extra = [v for v in g if v not in x]
+    assert not missing and not extra, f"missing versions: {missing[:5]}\nunexpected versions: {extra[:5]}"
+    assert g == x
 
 
 def assert_lake_equals_final(spark, target, res: SimResult) -> None:

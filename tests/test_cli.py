@@ -60,6 +60,18 @@ def test_ingest_prints_summary_and_exits_zero_with_rejects(spark, capsys, tmp_pa
     assert "inventory.products2" in out
     assert "records in: 12  decoded: 11  rejected: 1  events: 21" in out
     assert "MALFORMED_JSON=1" in out
+    # the same input with --scd-type 2: history tables whose current versions are the rows above
+    history = tmp_path / "history"
+    code, out, _ = run(["ingest", "--format", "canal-json", "--input", str(src), "--target", str(history), "--scd-type", "2"], capsys)
+    assert code == 0 and "records in: 12  decoded: 11  rejected: 1  events: 21" in out
+    cols = ("id", "name", "description", "weight")
+    for name in ("inventory.products2",):
+        current = spark.read.format("delta").load(str(history / name)).where("_cdc_is_current").select(*cols).collect()
+        assert sorted(current) == sorted(spark.read.format("delta").load(str(tmp_path / "lake" / name)).select(*cols).collect())
+        assert spark.read.format("delta").load(str(history / name)).count() > len(current)  # with the older versions
+    # a history table named with the other SCD type: one line, exit 2
+    code, _, err = run(["ingest", "--format", "canal-json", "--input", str(src), "--target", str(history), "--scd-type", "1"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "SCD_TYPE_MISMATCH" in err and "is SCD type 2" in err
 
 
 def test_formats_table(capsys):

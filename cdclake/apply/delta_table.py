@@ -1,5 +1,9 @@
 """Apply one batch of canonical events to one Delta table (SCD type 1), in one Delta commit.
 
+A table created with ``scd_type=2`` keeps every row's history instead: :func:`write_table`
+hands it to :mod:`cdclake.apply.history`, which shares this module's preparation (schema
+evolution), its change rows (:func:`change_rows`) and its order.
+
 Semantics (DESIGN.md, "Semantics the applier guarantees"):
 
 * per key the change with the greatest order wins, whatever the arrival order; the order is
@@ -379,12 +383,13 @@ def write_table(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_
     """
     out, plan, path, result = prep.out, prep.plan, prep.path, prep.out.result
     if prep.history:
-        from cdclake.apply.history import history_deletes, write_history
+        from cdclake.apply.history import history_deletes, truncates, write_history
 
         if not out.touched:  # remember the truncate: a late change older than it ends there
             out.deletes = history_deletes(spark, events, plan)
             return out
-        write_history(spark, events, prep, deletes_path)
+        if plan.has_changes or truncates(plan):  # (not a DDL-only batch)
+            write_history(spark, events, prep, deletes_path)
         _count_rows(spark, prep)
         return out
     if not out.touched:

@@ -65,6 +65,11 @@ from cdclake.apply.delta_table import (
     table_properties,
 )
 
+#: JSON options of a remembered delete's key, written and read back by this module: microseconds
+#: kept (``to_json``'s default timestamp format keeps milliseconds, so two keys that differ
+#: below a millisecond would read back as one)
+KEY_JSON = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"}
+
 #: the order struct of a point (``_ord`` of :func:`delta_table.change_rows`), spelled out so
 #: that points from the batch, the table and the deletes table union
 ORDER_TYPE = "struct<_rank:int,pos:array<decimal(38,0)>,_sub:int,file:string,line:bigint,part:int,off:bigint>"
@@ -139,7 +144,7 @@ def _batch_truncates(spark: SparkSession, events: DataFrame, plan: TablePlan) ->
     return reduce(DataFrame.unionByName, frames) if frames else None
 
 
-def _truncates(plan: TablePlan) -> bool:
+def truncates(plan: TablePlan) -> bool:
     """The batch truncates the table (a ``t`` event or DDL that drops or truncates it)."""
     return bool(plan.counts.get("t") or plan.ends)
 
@@ -194,7 +199,7 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
     if remembered is not None:
         rem_deletes, rem_truncs = remembered
         schema = ", ".join(f"{q(k)} {columns[k]}" for k in key)
-        rd = rem_deletes.withColumn("_k", F.from_json("key", schema)).select(
+        rd = rem_deletes.withColumn("_k", F.from_json("key", schema, KEY_JSON)).select(
             *_point({alias[k]: f"_k.{q(k)}" for k in key}, names, alias, "d",
                     _ord_sql("1", "position", "coalesce(sub, 1)", "record"), F.col("position_text"), F.col("event_time_ms"), 0)
         )
@@ -207,7 +212,7 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
     deletes = None
     if plan.counts.get("d") or plan.counts.get("u"):
         deletes = batch.where(F.col("_op") == "d").select(
-            F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in key])).alias("key"), "_ord", "_pos_text", "_etime")
+            F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in key]), KEY_JSON).alias("key"), "_ord", "_pos_text", "_etime")
     return _versions(points, columns, alias, keys), history_deletes(spark, events, plan, deletes)
 
 
@@ -332,7 +337,7 @@ def write_history(spark: SparkSession, events: DataFrame, prep: Prepared, delete
     names = list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
     key = plan.key or names
-    if _truncates(plan):  # the source holds every key of the table: no key range
+    if truncates(plan):  # the source holds every key of the table: no key range
         cond = " AND ".join(f"t.{q(k)} <=> s.{alias[k]}" for k in key)
     else:
         cond = merge_condition_sql(plan, columns)

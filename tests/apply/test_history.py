@@ -1,0 +1,87 @@
+"""SCD type 2 (``--scd-type 2``, cdclake/apply/history.py) on canonical events built by hand:
+what the history property of test_properties.py does not look at: event times, the op that
+ended a version, partial images recomputed when a change arrives late between them, a late
+change older than a remembered truncate, re-delivery counts, delta-rs, and a table applied with
+the other SCD type."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from cdclake.errors import CdclakeError
+from cdclake.model import EVENT_SCHEMA
+from cdclake.pipeline import apply_events
+from tests.apply.test_semantics import ev, row
+from tests.readers import assert_delta_rs_reads_like_spark
+
+
+def apply(spark, target, events, scd_type=2):
+    df = spark.createDataFrame(events, EVENT_SCHEMA)
+    return {r.table: r for r in apply_events(spark, df, str(target), None, scd_type=scd_type)}
+
+
+def history(spark, target, name):
+    """(id, name, amount, start, end, end op, valid from s, valid to s, current) per version."""
+    df = spark.read.format("delta").load(f"{target}/{name}")
+
+    def s(ts):
+        return None if ts is None else int((ts - dt.datetime(1970, 1, 1)).total_seconds())
+
+    return sorted(
+        (r["id"], r["name"], None if r["amount"] is None else str(r["amount"]), r["_cdc_position_text"],
+         r["_cdc_end"]["position_text"] if r["_cdc_end"] else None, r["_cdc_end"]["op"] if r["_cdc_end"] else None,
+         s(r["_cdc_valid_from"]), s(r["_cdc_valid_to"]), r["_cdc_is_current"])
+        for r in df.selectExpr("*", "CAST(_cdc_valid_from AS TIMESTAMP_NTZ) AS f", "CAST(_cdc_valid_to AS TIMESTAMP_NTZ) AS v")
+        .drop("_cdc_valid_from", "_cdc_valid_to").withColumnsRenamed({"f": "_cdc_valid_from", "v": "_cdc_valid_to"}).collect()
+    )
+
+
+def test_history_tables(spark, tmp_path):
+    # table t: full images; late changes and a truncate in batch 2, a change older than that
+    # truncate in batch 4 (the truncate is remembered in _cdclake/deletes)
+    t1 = [ev("c", 1, row(1, "a")), ev("u", 5, row(1, "e"), row(1, "a")), ev("c", 2, row(2, "x")), ev("d", 6, before=row(2, "x"))]
+    t2 = [ev("u", 3, row(1, "c"), row(1, "a")), ev("u", 4, row(2, "y"), row(2, "x")), ev("c", 3, row(3, "q"))]
+    t3 = [ev("t", 7), ev("c", 8, row(4, "n"))]
+    t4 = [ev("c", 2, row(5, "late"))]
+    # table p: partial images (present): a partial update arrives late between a full image and
+    # a later partial update, which then takes its name from it
+    p1 = [ev("c", 1, row(1, "a", "1.00"), table="p"), ev("u", 4, {"id": "1", "amount": "4.00"}, table="p", present=["id", "amount"])]
+    p2 = [ev("u", 2, {"id": "1", "name": "b"}, table="p", present=["id", "name"])]
+    # table k: a key change (the old key's version ends, the new key's begins)
+    k1 = [ev("c", 1, row(1, "a"), table="k"), ev("u", 2, row(9, "a"), row(1, "a"), table="k")]
+
+    first = apply(spark, tmp_path, t1 + p1 + k1)
+    assert (first["db.t"].inserted, first["db.t"].rows_now) == (3, 3)
+    apply(spark, tmp_path, t2 + p2 + t3)
+    again = apply(spark, tmp_path, t1 + t2 + t3 + p1 + p2 + k1, scd_type=None)  # re-delivered: nothing changes
+    assert {n: (r.inserted, r.updated) for n, r in again.items()} == {"db.t": (0, 0), "db.p": (0, 0), "db.k": (0, 0)}
+    apply(spark, tmp_path, t4)
+
+    assert history(spark, tmp_path, "db.t") == [
+        (1, "a", None, "1", "3", "u", 1, 3, False),
+        (1, "c", None, "3", "5", "u", 3, 5, False),
+        (1, "e", None, "5", "7", "t", 5, 7, False),
+        (2, "x", None, "2", "4", "u", 2, 4, False),
+        (2, "y", None, "4", "6", "d", 4, 6, False),
+        (3, "q", None, "3", "7", "t", 3, 7, False),
+        (4, "n", None, "8", None, None, 8, None, True),
+        (5, "late", None, "2", "7", "t", 2, 7, False),
+    ]
+    assert history(spark, tmp_path, "db.p") == [
+        (1, "a", "1.00", "1", "2", "u", 1, 2, False),
+        (1, "b", "1.00", "2", "4", "u", 2, 4, False),
+        (1, "b", "4.00", "4", None, None, 4, None, True),
+    ]
+    assert history(spark, tmp_path, "db.k") == [
+        (1, "a", None, "1", "2", "d", 1, 2, False),
+        (9, "a", None, "2", None, None, 2, None, True),
+    ]
+    assert assert_delta_rs_reads_like_spark(spark, tmp_path / "db.t") == 8
+
+    # a history table applied as SCD type 1: refused with one line, nothing written
+    with pytest.raises(CdclakeError) as e:
+        apply(spark, tmp_path, [ev("c", 9, row(6, "z"))], scd_type=1)
+    assert e.value.code == "SCD_TYPE_MISMATCH" and "db.t is SCD type 2" in str(e.value)
+    assert len(history(spark, tmp_path, "db.t")) == 8
