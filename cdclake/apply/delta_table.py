@@ -103,10 +103,18 @@ def _order_of_change(ord_: str) -> str:
     return order_sql(*(f"{ord_}.{f}" for f in ("_rank", "pos", "_sub", "file", "line", "part", "off")))
 
 
-def _order_of_row(t: str) -> str:
+def rank_sql(op: str, by_position: bool) -> str:
+    """SQL: the stream rank of a change or row whose op is the SQL ``op``: 0 for a snapshot
+    read (``r``), below every streamed change (1), unless the table's snapshot rows order with
+    its streamed changes by position (``by_position``: :attr:`TablePlan.snapshot_by_position`,
+    Debezium), where every change ranks 1."""
+    return "1" if by_position else f"CASE WHEN {op} = 'r' THEN 0 ELSE 1 END"
+
+
+def _order_of_row(t: str, by_position: bool = False) -> str:
     """:func:`order_sql` of a target row (alias ``t``): its ``_cdc_*`` columns."""
     return order_sql(
-        f"CASE WHEN {t}._cdc_op = 'r' THEN 0 ELSE 1 END", f"{t}._cdc_position", "1",
+        rank_sql(f"{t}._cdc_op", by_position), f"{t}._cdc_position", "1",
         *(f"{t}._cdc_record.{f}" for f in ("file", "line", "partition", "offset")),
     )
 
@@ -353,7 +361,7 @@ def prepare_table(spark: SparkSession, plan: TablePlan, path: str, state: TableS
             )
         prep.columns, result.schema_changes = evolve_table(spark, path, plan, all_columns)
         if _newer(batch_truncate, state.truncate_position) and not prep.history:
-            result.truncated = _truncate(spark, path, batch_truncate)
+            result.truncated = _truncate(spark, path, batch_truncate, plan.snapshot_by_position)
     elif plan.has_changes or plan.columns:
         prep.history = scd_type == 2
         prep.columns = _columns_of(plan)
@@ -492,7 +500,7 @@ def _merge(spark: SparkSession, path: str, src: DataFrame, plan: TablePlan, colu
     names = list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
     cond = F.expr(merge_condition_sql(plan, columns))
-    wins = f"({_order_of_change('s._ord')} > {_order_of_row('t')})"
+    wins = f"({_order_of_change('s._ord')} > {_order_of_row('t', plan.snapshot_by_position)})"
     meta = {
         "_cdc_position": "s._ord.pos",
         "_cdc_position_text": "s._pos_text",
@@ -573,7 +581,7 @@ def change_rows(events: DataFrame, plan: TablePlan, columns: dict[str, str], tru
         )
     else:
         ev = ev.withColumn("_sub", F.lit(1))
-    ev = _applicable(ev).withColumn("_rank", F.when(F.col("op") == "r", 0).otherwise(1))
+    ev = _applicable(ev).withColumn("_rank", F.expr(rank_sql("op", plan.snapshot_by_position)).cast("int"))
     if truncate is not None:
         ev = ev.where(F.expr(f"struct(_rank, position.order) > struct(1, {_order_sql(truncate)})"))
 
@@ -706,10 +714,10 @@ def _fold_partial(rows: DataFrame, keys: list[str], names: list[str], alias: dic
     return seg.groupBy(*keys).agg(*aggs)
 
 
-def _truncate(spark: SparkSession, path: str, order: list) -> int:
+def _truncate(spark: SparkSession, path: str, order: list, by_position: bool = False) -> int:
     """Delete the rows older than a truncate at ``order``; returns how many were deleted."""
     res = spark.sql(
-        f"DELETE FROM delta.{q(path)} WHERE struct(CASE WHEN _cdc_op = 'r' THEN 0 ELSE 1 END, _cdc_position) < struct(1, {_order_sql(order)})"
+        f"DELETE FROM delta.{q(path)} WHERE struct({rank_sql('_cdc_op', by_position)}, _cdc_position) < struct(1, {_order_sql(order)})"
     ).first()
     return int(res[0] or 0) if res is not None else 0
 

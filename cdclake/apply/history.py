@@ -62,6 +62,7 @@ from cdclake.apply.delta_table import (
     change_rows,
     merge_condition_sql,
     q,
+    rank_sql,
     table_properties,
 )
 
@@ -180,9 +181,9 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
                 rank, order = plan.min_data
                 tbl = tbl.where(
                     F.col("_cdc_is_current")
-                    | F.expr(f"struct(CASE WHEN _cdc_end.op = 'r' THEN 0 ELSE 1 END, _cdc_end.position) >= struct({rank}, {_order_sql(order)})")
+                    | F.expr(f"struct({rank_sql('_cdc_end.op', plan.snapshot_by_position)}, _cdc_end.position) >= struct({rank}, {_order_sql(order)})")
                 )
-        row_ord = _ord_sql("CASE WHEN _cdc_op = 'r' THEN 0 ELSE 1 END", "_cdc_position", "1", "_cdc_record")
+        row_ord = _ord_sql(rank_sql("_cdc_op", plan.snapshot_by_position), "_cdc_position", "1", "_cdc_record")
         versions = tbl.select(*_point({}, names, alias, F.col("_cdc_op"), row_ord, F.col("_cdc_position_text"),
                                       F.col("_cdc_event_time_ms"), 0, values=True, present=F.col("_cdc_present")))
         end_ord = _ord_sql("1", "_cdc_end.position", "_cdc_end.sub", "_cdc_end.record")

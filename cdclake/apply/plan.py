@@ -114,7 +114,10 @@ class TablePlan:
     partial: the batch holds images that carry only some columns (``present`` set).
     halves: update halves (one image only, DataWorks/TUPLE) to pair before applying.
     truncate: ``(order, text)`` of the batch's latest truncate, else None.
-    min_data: ``(rank, order)`` of the batch's oldest data change (rank 0 for snapshot reads).
+    min_data: ``(rank, order)`` of the batch's oldest data change (rank 0 for snapshot reads,
+        but for formats whose snapshot positions order with streamed ones).
+    ranked_events: data events whose format ranks snapshot rows below streamed changes (see
+        :attr:`snapshot_by_position`).
     max_delete: ``order`` of the batch's latest delete or full-image update (which may change the
         key, deleting the old key's row), else None.
     ddl: ``(order, text, ddl)`` of each DDL event of the table in the batch.
@@ -149,11 +152,19 @@ class TablePlan:
     unapplied: list[str] = field(default_factory=list)
     ended: list[str] = field(default_factory=list)
     ends: list[tuple[Order, str]] = field(default_factory=list)
+    ranked_events: int = 0
     key_stats: "KeyStats" = field(default_factory=lambda: KeyStats())
 
     @property
     def name(self) -> str:
         return qualified_name(self.database, self.schema, self.table)
+
+    @property
+    def snapshot_by_position(self) -> bool:
+        """Every data event of the table in the batch comes from a format whose snapshot rows
+        order with streamed changes by position (``Capabilities.snapshot_positions``,
+        Debezium): the applier then gives snapshot rows (``r``) stream rank 1, like any change."""
+        return sum(self.counts.values()) > 0 and self.ranked_events == 0
 
     @property
     def has_changes(self) -> bool:
@@ -211,7 +222,10 @@ def summarize(events: DataFrame, primary_keys: dict[str, list[str]] | None = Non
     tabled = F.col("table").isNotNull() & F.col("kind").isin("data", "ddl")
     op = F.col("op")
     order = F.col("position.order")
-    rank = F.when(op == "r", 0).otherwise(1)
+    from cdclake.formats import snapshot_position_formats
+
+    by_position = F.col("format").isin(*snapshot_position_formats())
+    rank = F.when((op == "r") & ~by_position, 0).otherwise(1)
     has_event = F.col("kind").isNotNull()
     df = events.select(
         *(["error_code", "pos"] if records else []),
@@ -227,6 +241,7 @@ def summarize(events: DataFrame, primary_keys: dict[str, list[str]] | None = Non
         "before",
         "after",
         "ddl",
+        "format",
         F.when(
             has_event,
             F.coalesce(
@@ -251,6 +266,7 @@ def summarize(events: DataFrame, primary_keys: dict[str, list[str]] | None = Non
         F.min(F.when(tabled, order)).alias("first_order"),
         F.max(F.when(tabled, order)).alias("last_order"),
         *[count(is_data & (op == o)).alias(f"n_{o}") for o in "cudrt"],
+        count(is_data & ~by_position).alias("n_ranked"),
         count(F.col("present").isNotNull()).alias("partial"),
         count(half).alias("halves"),
         F.max_by("primary_key", F.when(tabled & F.col("primary_key").isNotNull(), order)).alias("pk"),
@@ -360,6 +376,7 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
             firsts[k], types[k] = {}, {}
         for o in "cudrt":
             p.counts[o] += r[f"n_{o}"]
+        p.ranked_events += r["n_ranked"]
         p.partial = p.partial or r["partial"] > 0
         p.key_stats.add(r)
         p.halves += r["halves"]

@@ -40,6 +40,12 @@ def get(name: str) -> Decoder:
     return _REGISTRY[key]
 
 
+def snapshot_position_formats() -> list[str]:
+    """Names of the formats whose snapshot rows order with streamed changes by position
+    (:attr:`Capabilities.snapshot_positions`)."""
+    return sorted(n for n, d in _REGISTRY.items() if d.capabilities.snapshot_positions)
+
+
 def all_decoders() -> list[Decoder]:
     """Every registered decoder, by name."""
     return [_REGISTRY[k] for k in sorted(_REGISTRY)]

@@ -33,6 +33,12 @@ class Capabilities:
     heartbeats: bool
     snapshot_marker: str  # "type INIT", "op r", "none" ...
     partial_images: bool = False
+    #: snapshot rows carry the source position the snapshot was read at, which orders with
+    #: the streamed changes' positions (Debezium: every ``r`` row of a snapshot carries the
+    #: offset read before it, and streaming goes on from there): the applier then orders them
+    #: by position like streamed changes, so a snapshot taken again after a delete or
+    #: truncate lands. Else snapshot rows rank below every streamed change.
+    snapshot_positions: bool = False
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ def table_row(cols=None, keys=None, first=(1,), table="t", **kw):
         "last_position": None, "last_event_time_ms": None, "last_heartbeat_ms": None,
     }
     row.update(kw)
+    row.setdefault("n_ranked", sum(row[f"n_{o}"] for o in "cudrt"))  # no format ordering snapshots by position
     return row
 
 

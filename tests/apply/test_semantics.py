@@ -348,6 +348,23 @@ def _table_dropped_or_truncated_by_ddl():
     ]
 
 
+def _snapshot_by_position_lands_after_a_delete_or_truncate():
+    # Debezium's snapshot rows carry the position the snapshot was read at, which orders with
+    # streamed changes (Capabilities.snapshot_positions): a snapshot taken again after a delete
+    # or truncate lands; one older than a change, delete or truncate does not
+    def dbz(*a, **kw):
+        return dict(ev(*a, **kw), format="debezium-json")
+
+    return [
+        ([dbz("c", 1, row(1, "a")), dbz("c", 2, row(2, "b")), dbz("d", 4, before=row(1, "a")), dbz("u", 8, row(3, "streamed"))], None),
+        (
+            [dbz("r", 6, row(1, "resnap")), dbz("r", 3, row(2, "snap3")), dbz("r", 7, row(3, "old snap"))],
+            {"t": [(1, "resnap", None), (2, "snap3", None), (3, "streamed", None)]},
+        ),
+        ([dbz("t", 9), dbz("r", 10, row(4, "after truncate")), dbz("r", 8, row(5, "before truncate"))], {"t": [(4, "after truncate", None)]}),
+    ]
+
+
 SCENARIOS = {
     "order": _greatest_position_wins_in_any_arrival_order,
     "ties": _equal_positions_keep_arrival_order,
@@ -364,6 +381,7 @@ SCENARIOS = {
     "widendel": _a_remembered_delete_still_matches_after_the_key_widens,
     "halves": _update_halves_split_across_batches_make_one_update,
     "ended": _table_dropped_or_truncated_by_ddl,
+    "resnap": _snapshot_by_position_lands_after_a_delete_or_truncate,
 }
 
 
