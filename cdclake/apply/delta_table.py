@@ -8,7 +8,9 @@ Semantics (DESIGN.md, "Semantics the applier guarantees"):
 
 * per key the change with the greatest order wins, whatever the arrival order; the order is
   ``(stream rank, position.order, arrival)`` where the stream rank is 0 for snapshot reads (op
-  ``r``) and 1 for streamed changes, so a snapshot row never overwrites a streamed change;
+  ``r``) and 1 for streamed changes, so a snapshot row never overwrites a streamed change
+  (for a format whose snapshot rows carry positions that order with streamed ones, Debezium,
+  every change ranks 1 and a snapshot row is ordered by its position: :func:`rank_sql`);
   equal positions keep arrival order (file, line / partition, offset), across batches too: the
   winning change's coordinates are kept in the row (``_cdc_record``) and compared after the
   position, so a later record of the same position wins and a re-delivered one changes nothing;
