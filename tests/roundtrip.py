@@ -45,7 +45,7 @@ from cdclake.formats.encoding import Encoded, Encoder
 from cdclake.model import qualified_name
 from cdclake.normalize import pair_update_halves
 from cdclake.simulate import SimResult, Workload, workload
-from tests.oracle import read_lake_table, replay, same_rows
+from tests.oracle import read_lake_history, read_lake_table, replay, same_history, same_rows
 
 #: fields compared between carried and decoded events
 COMPARED = (
@@ -309,17 +309,21 @@ def expected_tables(encoder: Encoder, events: list[dict]) -> tuple[dict, dict]:
     return replay(carried, strict=False)
 
 
-def assert_lake_matches(spark, target: Path, rows: dict, schemas: dict) -> None:
+def assert_lake_matches(spark, target: Path, rows: dict, schemas: dict, history: bool = False) -> None:
+    """Every table of ``rows`` (name -> expected rows; with ``history``, expected versions as
+    ``tests.oracle.replay`` gives them, read from SCD type 2 tables) holds them, with
+    ``schemas``' columns."""
     from delta.tables import DeltaTable
 
+    read, same = (read_lake_history, same_history) if history else (read_lake_table, same_rows)
     for name, expected in rows.items():
         path = f"{target}/{name}"
         if not DeltaTable.isDeltaTable(spark, path):
             assert expected == [], f"{name}: no Delta table but {len(expected)} rows expected"
             continue
-        schema, got = read_lake_table(spark, path)
+        schema, got = read(spark, path)
         assert schema == schemas[name], f"{name}: table schema {schema} != {schemas[name]}"
-        same_rows(got, expected, schema)
+        same(got, expected, schema)
 
 
 # ---- what each format's scrambled workloads may hold ---------------------------------------

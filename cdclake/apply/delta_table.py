@@ -293,7 +293,7 @@ def _columns(spark: SparkSession, path: str) -> dict[str, str]:
 
 
 def _source_columns(spark: SparkSession, path: str) -> dict[str, str]:
-    """The source columns of the Delta table at ``path`` (without :data:`META_COLUMNS`)."""
+    """The source columns of the Delta table at ``path`` (without :data:`SYSTEM_COLUMNS`)."""
     return {n: t for n, t in _columns(spark, path).items() if n not in SYSTEM_COLUMNS}
 
 

@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 
 from cdclake import formats
 from cdclake.model import EVENT_SCHEMA, qualified_name
-from tests.oracle import read_lake_history, replay, same_history
+from tests.oracle import replay
 from tests.roundtrip import (
     FORMATS,
     KEYS_CONFIGURED,
@@ -189,20 +189,10 @@ HISTORY_BATCH = st.tuples(*(st.tuples(st.just(shape), cases(shape)) for shape in
 
 
 def check_history(spark, target, examples: list[Example], when: str) -> None:
-    from delta.tables import DeltaTable
-
-    def one(i: int) -> None:
-        ex = examples[i]
-        for name, expected in ex.history.items():
-            path = f"{target}/{name}"
-            if not DeltaTable.isDeltaTable(spark, path):
-                assert expected == [], f"{name}: no Delta table but {len(expected)} versions expected"
-                continue
-            schema, got = read_lake_history(spark, path)
-            assert schema == ex.schemas[name], f"{name}: table schema {schema} != {ex.schemas[name]}"
-            same_history(got, expected, schema)
-
-    check_each([f"{ex.label} ({when})" for ex in examples], one)
+    check_each(
+        [f"{ex.label} ({when})" for ex in examples],
+        lambda i: assert_lake_matches(spark, target, examples[i].history, examples[i].schemas, history=True),
+    )
 
 
 @pytest.mark.timeout(2700 * scaled(1))
