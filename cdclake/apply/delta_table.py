@@ -83,6 +83,12 @@ HISTORY_COLUMNS = {
 #: every column cdclake adds to a target table
 SYSTEM_COLUMNS = {**META_COLUMNS, **HISTORY_COLUMNS}
 
+#: ``to_json`` options of a remembered delete's key (``_cdclake/deletes``): timestamps keep
+#: their microseconds (``to_json``'s default format keeps milliseconds, so two keys that differ
+#: below a millisecond were one key). Keys are read back by ``from_json`` without options,
+#: which parses any fraction: keys written before (milliseconds) still read.
+KEY_JSON = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"}
+
 
 def order_sql(rank: str, pos: str, sub: str, file: str, line: str, part: str, off: str) -> str:
     """SQL: a change's place in the order, the one definition that the MERGE (source against
@@ -651,7 +657,7 @@ def _fold(
     else:
         payload = [c for c in rows.columns if c not in keys]
         src = rows.groupBy(*keys).agg(F.max_by(F.struct(*payload), "_ord").alias("w")).select(*keys, "w.*")
-    src = src.withColumn("_key_json", F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in key])))
+    src = src.withColumn("_key_json", F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in key]), KEY_JSON))
     if _needs_delete_check(plan, state) and DeltaTable.isDeltaTable(spark, deletes_path):
         src = _drop_older_than_deletes(spark, src, plan.name, deletes_path, {k: columns[k] for k in key})
     src = src.persist()
@@ -686,7 +692,7 @@ def _drop_older_than_deletes(
         remembered = remembered.withColumn("sub", F.lit(None).cast("int"))
     deletes = (
         remembered.where((F.col("table") == F.lit(table)) & F.col("key").isNotNull())  # (null: a history table's truncate)
-        .groupBy(F.to_json(F.from_json(F.col("key"), schema)).alias("_key_json"))
+        .groupBy(F.to_json(F.from_json(F.col("key"), schema), KEY_JSON).alias("_key_json"))
         .agg(F.max(F.expr(_ORDER_OF_DELETE)).alias("_tomb"))
     )
     newer = F.expr(_order_of_change("_ord"))

@@ -51,8 +51,9 @@ from pyspark.sql import functions as F
 
 from cdclake.apply.plan import TablePlan, ranked_key
 from cdclake.apply.delta_table import (
-    META_COLUMNS,
     HISTORY_COLUMNS,
+    KEY_JSON,
+    META_COLUMNS,
     Prepared,
     TableApply,
     _needs_delete_check,
@@ -65,11 +66,6 @@ from cdclake.apply.delta_table import (
     rank_sql,
     table_properties,
 )
-
-#: JSON options of a remembered delete's key, written and read back by this module: microseconds
-#: kept (``to_json``'s default timestamp format keeps milliseconds, so two keys that differ
-#: below a millisecond would read back as one)
-KEY_JSON = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"}
 
 #: the order struct of a point (``_ord`` of :func:`delta_table.change_rows`), spelled out so
 #: that points from the batch, the table and the deletes table union
@@ -200,7 +196,7 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
     if remembered is not None:
         rem_deletes, rem_truncs = remembered
         schema = ", ".join(f"{q(k)} {columns[k]}" for k in key)
-        rd = rem_deletes.withColumn("_k", F.from_json("key", schema, KEY_JSON)).select(
+        rd = rem_deletes.withColumn("_k", F.from_json("key", schema)).select(
             *_point({alias[k]: f"_k.{q(k)}" for k in key}, names, alias, "d",
                     _ord_sql("1", "position", "coalesce(sub, 1)", "record"), F.col("position_text"), F.col("event_time_ms"), 0)
         )
