@@ -341,10 +341,14 @@ def write_history(spark: SparkSession, events: DataFrame, prep: Prepared, delete
     same_start = "t._cdc_position <=> s._cdc_position AND t._cdc_record <=> s._cdc_record AND (t._cdc_op = 'r') <=> (s._cdc_op = 'r')"
     cond = f"{cond} AND {same_start}"
     others = [n for n in names if n not in key]
+
+    def values(side) -> str:
+        """SQL: the non-key values of a version as one struct (``side``: column name -> SQL)."""
+        return "named_struct(" + ", ".join(f"'{alias[n]}', {side(n)}" for n in others) + ")"
+
     changed = " OR ".join(
         [f"NOT (t.{c} <=> s.{c})" for c in ("_cdc_end", "_cdc_is_current")]
-        + ([f"NOT (named_struct({', '.join(f'{chr(39)}{alias[n]}{chr(39)}, t.{q(n)}' for n in others)})"
-            f" <=> named_struct({', '.join(f'{chr(39)}{alias[n]}{chr(39)}, s.{alias[n]}' for n in others)}))"] if others else [])
+        + ([f"NOT ({values(lambda n: f't.{q(n)}')} <=> {values(lambda n: f's.{alias[n]}')})"] if others else [])
     )
     sets = {q(n): f"s.{alias[n]}" for n in names}
     sets.update({q(c): f"s.{c}" for c in (*META_COLUMNS, *HISTORY_COLUMNS)})
