@@ -100,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("--scd-type", type=int, choices=[1, 2], metavar="{1,2}",
                      help="2: new tables keep every row's history (_cdc_valid_from/_cdc_valid_to/_cdc_is_current);"
                           " 1: current rows only (default: as each table was created, new ones 1)")
+    ing.add_argument("--transaction-timeout-ms", type=int, metavar="MS",
+                     help="apply an open transaction's held changes once the source's event time is MS past it"
+                          " (default 600000: 10 minutes)")
     ing.add_argument("--master", help="Spark master URL (default local[*])")
     ing.add_argument("--quiet", action="store_true", help="print only the one-line totals")
     conv = sub.add_parser("convert", help="turn messages of one format into another")
@@ -208,7 +211,8 @@ def _ingest(args) -> int:
 
     extra = _options(args.option)
     spark = get_spark(master=args.master)
-    config = IngestConfig(args.format, args.input, args.target, pks, args.canal_dts_inverted, extra, limits, args.scd_type)
+    config = IngestConfig(args.format, args.input, args.target, pks, args.canal_dts_inverted, extra, limits, args.scd_type,
+                          _tx_timeout(args))
     console = _console()
     if console.is_terminal and not args.quiet:  # a spinner with the current step and the time
         import time
@@ -267,6 +271,7 @@ def _run_stream(args, pks: dict[str, list[str]], config) -> int:
     config.primary_keys, config.canal_dts_inverted, config.extra = pks, args.canal_dts_inverted, _options(args.option)
     config.limits = _limits(args)
     config.scd_type = args.scd_type
+    config.tx_timeout_ms = _tx_timeout(args)
     check_target(args.target)
 
     from cdclake.spark import get_spark
@@ -376,7 +381,8 @@ def _status(args) -> int:
     console.print(t)
     for h in st["heartbeats"]:
         console.print(_shown(f"heartbeat {h['source']}: {_utc(h['last_heartbeat_ms'])}"))
-    console.print(f"transactions held back: {st['held_transactions']}")
+    held = f" ({st['held_events']} events, oldest held since {_utc(st['held_since_ms'])})" if st["held_transactions"] else ""
+    console.print(f"transactions held back: {st['held_transactions']}{held}")
     rejects = ", ".join(f"{k}={v}" for k, v in st["rejects"].items()) or "none"
     print(f"rejects: {rejects}")
     return 0
@@ -410,6 +416,17 @@ def _lag(ms) -> str:
     return f"{ms / 1000:.1f} s"
 
 
+def _tx_timeout(args) -> int:
+    """``--transaction-timeout-ms``, checked (a negative value is a usage error)."""
+    from cdclake.apply.transactions import DEFAULT_TIMEOUT_MS
+
+    if args.transaction_timeout_ms is None:
+        return DEFAULT_TIMEOUT_MS
+    if args.transaction_timeout_ms < 0:
+        raise CdclakeError("BAD_OPTION", f"--transaction-timeout-ms must be 0 or more, not {args.transaction_timeout_ms}")
+    return args.transaction_timeout_ms
+
+
 def _print_summary(s, quiet: bool) -> None:
     from rich.table import Table
 
@@ -438,6 +455,8 @@ def _print_summary(s, quiet: bool) -> None:
         if r.failed:  # shown even with --quiet: the run goes on (exit 0), the table did not
             print(f"table failed: {_shown(r.table)}: {r.failed_events} events sent to the rejects table ({_shown(r.failed)})")
     print(f"records in: {s.records_in}  decoded: {s.decoded}  rejected: {s.rejected}  events: {s.events}")
+    if s.held_transactions:
+        print(f"held back: {s.held_transactions} open transaction(s), {s.held_events} event(s), applied when the rest arrives")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdclake import formats, targets
-from cdclake.apply import audit
+from cdclake.apply import audit, transactions
 from cdclake.apply.batch import apply_batch, table_path  # noqa: F401  (table_path: public helper)
 from cdclake.apply.delta_table import ApplyResult
 from cdclake.apply.plan import plan_batch
@@ -41,6 +41,8 @@ class IngestConfig:
     limits: record size and column count bounds (:class:`cdclake.formats.base.Limits`).
     scd_type: 2: new tables keep their rows' history (SCD type 2); 1: current rows only; None:
         each table as it was created (new ones: 1).
+    tx_timeout_ms: how far (event time, ms) the source may move past an open transaction before
+        its held changes are applied as they are (:mod:`cdclake.apply.transactions`).
     """
 
     format: str
@@ -51,6 +53,7 @@ class IngestConfig:
     extra: dict[str, str] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
     scd_type: int | None = None
+    tx_timeout_ms: int = transactions.DEFAULT_TIMEOUT_MS
 
 
 @dataclass
@@ -64,6 +67,9 @@ class IngestSummary:
     events: int = 0
     reject_codes: dict[str, int] = field(default_factory=dict)
     tables: list[ApplyResult] = field(default_factory=list)
+    #: open transactions held back after the batch, and their events (:mod:`cdclake.apply.transactions`)
+    held_transactions: int = 0
+    held_events: int = 0
 
     def merge(self, other: "IngestSummary") -> None:
         self.records_in += other.records_in
@@ -73,6 +79,7 @@ class IngestSummary:
         for k, v in other.reject_codes.items():
             self.reject_codes[k] = self.reject_codes.get(k, 0) + v
         self.tables.extend(other.tables)
+        self.held_transactions, self.held_events = other.held_transactions, other.held_events  # the latest batch's
 
 
 def check_target(target: str, spark: SparkSession | None = None) -> str:
@@ -107,7 +114,8 @@ def ingest(spark: SparkSession, config: IngestConfig, on_step=None) -> IngestSum
     if on_step:
         on_step(f"decoding {len(files)} file(s) as {decoder.name}")
     with targets.WriterLock(target, spark):
-        return ingest_batch(spark, raw, decoder, options, target, file_set_txn(files), on_step, config.scd_type)
+        return ingest_batch(spark, raw, decoder, options, target, file_set_txn(files), on_step, config.scd_type,
+                            config.tx_timeout_ms)
 
 
 def file_set_txn(files: list[str]) -> audit.Txn:
@@ -160,10 +168,15 @@ def ingest_batch(
     txn: audit.Txn | None = None,
     on_step=None,
     scd_type: int | None = None,
+    tx_timeout_ms: int = transactions.DEFAULT_TIMEOUT_MS,
 ) -> IngestSummary:
     """Decode ``raw`` (RAW_SCHEMA) with ``decoder`` and apply it to the tables under ``target``.
-    ``on_step``: called with a short text as the apply step begins. ``scd_type``: as
-    :class:`IngestConfig`.
+    ``on_step``: called with a short text as the apply step begins. ``scd_type``,
+    ``tx_timeout_ms``: as :class:`IngestConfig`.
+
+    Formats that carry transaction boundaries (and a target that holds events) go through the
+    transaction gate first (:func:`cdclake.apply.transactions.gate`): its aggregate counts the
+    records and finds the open transactions; the plan then runs over the events to apply.
 
     Spark work per batch: the decoder's parse stage (cached, with its signature aggregate),
     then the decoded records flattened to one row per event or reject (cached once: the batch's
@@ -199,12 +212,26 @@ def ingest_batch(
             "error_message",
             F.posexplode_outer("events").alias("pos", "e"),
         ).persist(StorageLevel.MEMORY_AND_DISK)
+        hold = None
         try:
-            # the batch's one planning aggregate, over the flat rows: it also counts records and
-            # events per error code (and materialises the cache)
-            plan = plan_batch(flat.select("error_code", "pos", "e.*"), options.primary_keys, records=True)
+            held_version = audit.read_progress(spark, target).held_version()
+            if decoder.capabilities.transaction_bounds or held_version is not None:
+                # the transaction gate's aggregate counts the records too; the plan then runs
+                # over the events to apply (cdclake.apply.transactions)
+                hold = transactions.gate(
+                    spark, flat.where(F.col("e").isNotNull()).select("e.*"), target, held_version, audit.now_ms(),
+                    records=flat.select("error_code", "pos", "e.kind"), timeout_ms=tx_timeout_ms,
+                )
+                plan = plan_batch(hold.events, options.primary_keys)
+                plan.records = hold.records
+            else:
+                # the batch's one planning aggregate, over the flat rows: it also counts records
+                # and events per error code (and materialises the cache)
+                plan = plan_batch(flat.select("error_code", "pos", "e.*"), options.primary_keys, records=True)
         except BaseException:
             flat.unpersist()
+            if hold is not None:
+                hold.release()
             raise
     try:
         if decoder.keeps_context:
@@ -218,7 +245,9 @@ def ingest_batch(
                 summary.rejected += n
                 summary.reject_codes[code] = n
         reject_task = [lambda: audit.write_rejects(flat.where(F.col("error_code").isNotNull()), decoder.name, target, txn)]
-        if summary.events == 0:
+        if hold is not None:
+            summary.held_transactions, summary.held_events = hold.transactions, hold.held_events
+        if summary.events == 0 and not (hold is not None and hold.changed):
             if summary.rejected:
                 reject_task[0]()
             return summary
@@ -229,11 +258,13 @@ def ingest_batch(
             apply_batch(
                 spark, events, target, options.primary_keys, txn,
                 side_tasks=reject_task if summary.rejected else None, plan=plan, fmt=decoder.name,
-                max_columns=options.limits.max_columns, scd_type=scd_type,
+                max_columns=options.limits.max_columns, scd_type=scd_type, hold=hold,
             )
         )
     finally:
         flat.unpersist()
+        if hold is not None:
+            hold.release()
     return summary
 
 
@@ -244,8 +275,12 @@ def apply_events(
     primary_keys: dict[str, list[str]] | None = None,
     txn: audit.Txn | None = None,
     scd_type: int | None = None,
+    gate: bool = True,
+    tx_timeout_ms: int = transactions.DEFAULT_TIMEOUT_MS,
 ) -> list[ApplyResult]:
     """Apply canonical events (EVENT_SCHEMA rows, any format) to the tables under ``target``
     (see :func:`cdclake.apply.batch.apply_batch`). ``events`` should be persisted by the caller:
-    it is read once per table."""
-    return apply_batch(spark, events, target, primary_keys, txn, scd_type=scd_type)
+    it is read once per table. ``gate``: hold back open transactions
+    (:mod:`cdclake.apply.transactions`; canonical events are trusted to carry their bounds), with
+    ``tx_timeout_ms`` as :class:`IngestConfig`."""
+    return apply_batch(spark, events, target, primary_keys, txn, scd_type=scd_type, gate=gate, tx_timeout_ms=tx_timeout_ms)

@@ -5,7 +5,8 @@ Per table: rows (as the applier counted them), the last applied position and its
 (ms since the epoch), the event-time lag at that batch (``lag_ms``: the batch's wall clock minus
 the newest event time it applied), when it was last applied, and per source (Kafka
 ``topic:partition``, or the input) the newest heartbeat. Rejects: counts by error code.
-Transactions: none are held back today (every batch is applied whole; DESIGN.md, issue 10).
+Transactions: how many open transactions the gate holds back (:mod:`cdclake.apply.transactions`),
+their events, and since when.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ def target_status(spark: SparkSession, target: str) -> dict:
 
         {"target": str, "tables": [{"table", "rows", "last_position", "last_event_time_ms",
           "lag_ms", "updated_at_ms", "sources"}], "heartbeats": [{"source", "last_heartbeat_ms"}],
-         "rejects": {code: count}, "rejected": int, "held_transactions": 0}
+         "rejects": {code: count}, "rejected": int, "held_transactions": int, "held_events": int,
+         "held_since_ms": int or None}
 
     Raises:
         CdclakeError(INPUT_NOT_FOUND): ``target`` is not a folder that cdclake wrote.
@@ -35,7 +37,8 @@ def target_status(spark: SparkSession, target: str) -> dict:
     if not targets.TargetFiles(root, spark).exists(audit.LAYOUT_FILE):
         raise CdclakeError("INPUT_NOT_FOUND", f"{target} is not a cdclake target (no {audit.LAYOUT_FILE})")
     audit.check_layout(root, spark)
-    progress = audit.read_progress(spark, root).rows
+    read = audit.read_progress(spark, root)
+    progress, held = read.rows, read.held()
     tables: dict[str, dict] = {}
     heartbeats: dict[str, int] = {}
     for r in progress:
@@ -75,5 +78,7 @@ def target_status(spark: SparkSession, target: str) -> dict:
         "heartbeats": [{"source": s, "last_heartbeat_ms": v} for s, v in sorted(heartbeats.items())],
         "rejects": dict(sorted(rejects.items())),
         "rejected": sum(rejects.values()),
-        "held_transactions": 0,
+        "held_transactions": held["held_transactions"],
+        "held_events": held["held_events"],
+        "held_since_ms": held["held_since_ms"],
     }

@@ -27,6 +27,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cdclake import formats, targets
 from cdclake.apply import audit
+from cdclake.apply.transactions import DEFAULT_TIMEOUT_MS
 from cdclake.errors import CdclakeError
 from cdclake.formats.base import DecodeOptions, Limits
 from cdclake.pipeline import IngestSummary, check_target, ingest_batch
@@ -50,7 +51,8 @@ class StreamConfig:
         ``max_offsets_per_trigger`` needs, then stop; else run until stopped.
     trigger_interval: e.g. ``10 seconds``: start a micro-batch at most this often (None: the
         next batch starts when the last one ends).
-    primary_keys, canal_dts_inverted, extra, limits, scd_type: as :class:`cdclake.pipeline.IngestConfig`.
+    primary_keys, canal_dts_inverted, extra, limits, scd_type, tx_timeout_ms: as
+        :class:`cdclake.pipeline.IngestConfig`.
     """
 
     format: str
@@ -66,6 +68,7 @@ class StreamConfig:
     extra: dict[str, str] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
     scd_type: int | None = None
+    tx_timeout_ms: int = DEFAULT_TIMEOUT_MS
 
 
 @dataclass
@@ -114,7 +117,8 @@ def run_stream(spark: SparkSession, config: StreamConfig, out=None) -> StreamSum
         else:  # the batch's new files, read by the format's own file reader
             files = sorted(r[0] for r in batch.select("path").collect())
             raw = decoder.read_files(session, [_local_path(f) for f in files])
-        s = ingest_batch(session, raw, decoder, options, target, txn, scd_type=config.scd_type)
+        s = ingest_batch(session, raw, decoder, options, target, txn, scd_type=config.scd_type,
+                         tx_timeout_ms=config.tx_timeout_ms)
         seconds = time.time() - t0
         tables = s.tables
         s.tables = []

@@ -36,7 +36,7 @@ def decode_value(text: str | None, spark_type: str):
 
 
 def replay(
-    events: list[dict], strict: bool = True, history: dict | None = None
+    events: list[dict], strict: bool = True, history: dict | None = None, subset: bool = False
 ) -> tuple[dict[str, list[dict]], dict[str, dict[str, str]]]:
     """Apply ``events`` in list order to in-memory tables: keyed tables by key, keyless ones by
     whole-row match. Asserts what a source database guarantees: the before image of an update or
@@ -45,7 +45,15 @@ def replay(
     ``history``: a dict filled with every table's versions (SCD type 2), name -> list of
     ``[row, start, end]``: the row's values from the change at position ``start`` (a tuple of
     ints) to the one at ``end`` (None: current). A delete or truncate ends a version; an update
-    ends it and begins the next."""
+    ends it and begins the next.
+
+    ``subset``: ``events`` are part of a source's stream (some changes not delivered yet), so
+    the source's guarantees are not asserted: a full update or delete of a row that is not
+    there (its insert not delivered) inserts the after image or does nothing, an update's
+    before image need not be the row, an insert of a key that is there replaces its row: the
+    greatest position wins per key, as the applier gives it. Full images only (not with
+    ``history``)."""
+    assert not (subset and history is not None)
     rows: dict[str, list[dict]] = {}
     live: dict[str, list[list]] = {}  # the versions of ``rows``' rows, in the same places
     versions: dict[str, list[list]] = history if history is not None else {}
@@ -102,8 +110,10 @@ def replay(
             want = typed(img)
             match = [k for k in key if not partial or k in img]
             hits = [i for i, r in enumerate(table) if all(r[k] == want[k] for k in match)]
+            if subset and not partial and not hits:
+                return None
             assert len(hits) == 1, f"{len(hits)} rows match {e['op']} at {e['position']}"
-            if e["op"] in ("u", "d") and not partial:
+            if e["op"] in ("u", "d") and not partial and not subset:
                 assert table[hits[0]] == want, f"before image is not the current row at {e['position']}"
             return hits[0]
 
@@ -113,6 +123,9 @@ def replay(
             for i in range(len(cur)):
                 end(i)
             cur.clear()
+        elif op in ("c", "r") and subset:
+            table[:] = [r for r in table if not all(r[k] == typed(e["after"])[k] for k in key)]
+            table.append(typed(e["after"]))
         elif op in ("c", "r"):
             assert not any(all(r[k] == typed(e["after"])[k] for k in key) for r in table), "insert collides"
             table.append(typed(e["after"]))
@@ -122,6 +135,17 @@ def replay(
             table[i] = {**table[i], **{n: v for n, v in typed(e["after"]).items() if n in e["present"]}}
             end(i)
             begin(dict(table[i]), i)
+        elif op == "u" and subset:
+            i = find(e["before"])
+            if i is None:  # the row's insert not delivered: the update inserts it
+                table[:] = [r for r in table if not all(r[k] == typed(e["after"])[k] for k in key)]
+                table.append(typed(e["after"]))
+            else:
+                table[i] = typed(e["after"])
+        elif op == "d" and subset:
+            i = find(e["before"])
+            if i is not None:
+                table.pop(i)
         elif op == "u":
             i = find(e["before"])
             table[i] = typed(e["after"])

@@ -103,11 +103,15 @@ def check_each(labels: list, check: Callable[[int], None]) -> None:
 
 
 def tag_event(e: dict, k: int) -> dict:
-    """``e`` with its database and schema names suffixed ``_x<k>`` (heartbeats, which name no
-    table, are left as they are)."""
+    """``e`` with its database and schema names and its transaction id suffixed ``_x<k>``
+    (examples are separate sources: the transaction gate must not take two examples'
+    ``sim-3`` for one transaction); heartbeats and transaction markers name no table and keep
+    their database."""
+    sfx = lambda n: None if n is None else f"{n}_x{k}"  # noqa: E731
+    if e.get("tx_id") is not None:
+        e = {**e, "tx_id": sfx(e["tx_id"])}
     if not e.get("table"):
         return e
-    sfx = lambda n: None if n is None else f"{n}_x{k}"  # noqa: E731
     return {**e, "database": sfx(e.get("database")), "schema": sfx(e.get("schema"))}
 
 

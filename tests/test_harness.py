@@ -101,4 +101,5 @@ def test_tag_separates_examples():
     assert names(a).isdisjoint(names(b)) and len(names(a)) == len(names(events))
     assert "shop_x0.sales_x0.order_lines" in names(a)
     assert [e for e in a if not e["table"]] == [e for e in events if not e["table"]]  # heartbeats untouched
-    assert all({**x, "database": y["database"], "schema": y["schema"]} == y for x, y in zip(a, events))
+    assert all({**x, "database": y["database"], "schema": y["schema"], "tx_id": y["tx_id"]} == y for x, y in zip(a, events))
+    assert {e["tx_id"] for e in a if e["tx_id"]}.isdisjoint({e["tx_id"] for e in b if e["tx_id"]})  # separate sources

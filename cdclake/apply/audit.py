@@ -27,7 +27,10 @@ All are Delta tables under ``<target>/_cdclake/``:
   table as a whole, with the state later batches need (``delete_position``,
   ``truncate_position``/``truncate_position_text``, ``rows``). Columns: ``last_position`` /
   ``last_position_text`` (greatest applied), ``last_event_time_ms``, ``last_heartbeat_ms``,
-  ``lag_ms`` (``updated_at_ms`` minus ``last_event_time_ms``), ``updated_at_ms``.
+  ``lag_ms`` (``updated_at_ms`` minus ``last_event_time_ms``), ``updated_at_ms``; ``source``
+  and ``table`` both null: the target as a whole, with what the transaction gate holds back
+  (``held_transactions``, ``held_events``, ``held_since_ms``) and the version of
+  ``_cdclake/held`` that holds it (``held_version``; :mod:`cdclake.apply.transactions`).
 
 * ``decoder_context``: records a format's decoder needs in later batches (``format``,
   ``value`` binary, ``recorded_at_ms``): Qlik's metadata messages. Appended with the batch's
@@ -71,8 +74,13 @@ PROGRESS_SCHEMA = (
     "source string, table string, last_position array<decimal(38,0)>, last_position_text string, "
     "last_event_time_ms bigint, last_heartbeat_ms bigint, updated_at_ms bigint, lag_ms bigint, "
     "delete_position array<decimal(38,0)>, truncate_position array<decimal(38,0)>, "
-    "truncate_position_text string, rows bigint"
+    "truncate_position_text string, rows bigint, held_transactions bigint, held_events bigint, held_version bigint, "
+    "held_since_ms bigint"
 )
+#: the progress columns of the target's own row (``source`` and ``table`` null): what the
+#: transaction gate holds back (:mod:`cdclake.apply.transactions`); absent in a table written
+#: before them (read as nothing held)
+HELD_FIELDS = ("held_transactions", "held_events", "held_version", "held_since_ms")
 SCHEMA_HISTORY_SCHEMA = (
     "table string, delta_version bigint, schema string, change string, ddl string, position string, recorded_at_ms bigint"
 )
@@ -254,6 +262,20 @@ class Progress:
             if r["source"] is None and r["table"] is not None
         }
 
+    def held(self) -> dict:
+        """The target's row's held fields (:data:`HELD_FIELDS`; zeros and None when nothing
+        was ever held)."""
+        row = next((r for r in self.rows if r["source"] is None and r["table"] is None), {})
+        out = {f: row.get(f) for f in HELD_FIELDS}
+        out["held_transactions"] = out["held_transactions"] or 0
+        out["held_events"] = out["held_events"] or 0
+        return out
+
+    def held_version(self) -> int | None:
+        """The version of ``_cdclake/held`` to read, None when it holds nothing."""
+        h = self.held()
+        return h["held_version"] if h["held_events"] else None
+
 
 #: the progress this process last read or wrote, per progress table path:
 #: ``(version, (length, modification time) of that version's commit file, rows)``
@@ -339,7 +361,8 @@ def merge_progress(old: list[dict], new: list[dict]) -> list[dict]:
     A matched row keeps the greater ``last_position`` (its text with it), the greater event
     time, heartbeat and ``delete_position``, the newer ``truncate_position``, the batch's
     ``updated_at_ms`` and ``rows`` (when it has one); ``lag_ms`` is ``updated_at_ms`` minus the
-    event time. Unmatched rows of either side are kept as they are.
+    event time; the target's row (``source`` and ``table`` null) takes the batch's held fields.
+    Unmatched rows of either side are kept as they are.
     """
     merged = {(r["source"], r["table"]): dict(r) for r in old}
     for s in new:
@@ -347,6 +370,9 @@ def merge_progress(old: list[dict], new: list[dict]) -> list[dict]:
         t = merged.get(k)
         if t is None:
             merged[k] = dict(s)
+            continue
+        if k == (None, None):  # the target's row: what is held now
+            t.update({f: s.get(f) for f in HELD_FIELDS})
             continue
         if t["last_position"] is None or (
             s["last_position"] is not None and order_key(s["last_position"]) > order_key(t["last_position"])
@@ -375,20 +401,25 @@ def update_progress(
     plan: BatchPlan,
     progress: Progress,
     results: dict[str, ApplyResult],
+    held: dict | None = None,
 ) -> None:
     """Move the progress table forward: its rows as read (``progress``) merged on the driver
-    with rows built from the batch's plan (per source and table, per source, per table) and
-    the tables' new states (:func:`merge_progress`), written back whole: one small overwrite,
-    one commit, nothing scanned."""
+    with rows built from the batch's plan (per source and table, per source, per table), the
+    tables' new states and ``held`` (the target's row: :data:`HELD_FIELDS`, when the
+    transaction gate changed what is held) (:func:`merge_progress`), written back whole: one
+    small overwrite, one commit, nothing scanned."""
     states = progress.table_states()
     now = now_ms()
     rows = []
+    no_hold = (None,) * len(HELD_FIELDS)
     for sp in plan.progress:
         lag = now - sp.last_event_time_ms if sp.last_event_time_ms is not None else None
         rows.append(
             (sp.source, sp.table, sp.last_position, sp.last_position_text, sp.last_event_time_ms, sp.last_heartbeat_ms,
-             now, lag, None, None, None, None)
+             now, lag, None, None, None, None, *no_hold)
         )
+    if held is not None:
+        rows.append((None, None, None, None, None, None, now, None, None, None, None, None, *(held[f] for f in HELD_FIELDS)))
     by_table: dict[str, list] = {}
     for sp in plan.progress:
         if sp.table is not None:
@@ -407,7 +438,7 @@ def update_progress(
             (None, p.name, best.last_position if best else None, best.last_position_text if best else None, t_time, None,
              now, now - t_time if t_time is not None else None,
              _newest(old.delete_position, p.max_delete), truncate, truncate_text,
-             res.rows_now if res is not None else old.rows)
+             res.rows_now if res is not None else old.rows, *no_hold)
         )
     if not rows:
         return
@@ -423,8 +454,10 @@ def update_progress(
         base = read_progress(spark, target)
     merged = merge_progress(base.rows, [dict(zip(PROGRESS_FIELDS, r)) for r in rows])
     merged = [{k: _decimals(k, v) for k, v in r.items()} for r in merged]
+    merged = [{f: r.get(f) for f in PROGRESS_FIELDS} for r in merged]  # rows of a table from before a column
     df = spark.createDataFrame([tuple(r[f] for f in PROGRESS_FIELDS) for r in merged], PROGRESS_SCHEMA).coalesce(1)
-    df.write.format("delta").mode("overwrite").save(path)
+    # mergeSchema: a progress table written before the held columns gains them
+    df.write.format("delta").mode("overwrite").option("mergeSchema", "true").save(path)
     _remember_progress(spark, path, 0 if base.version is None else base.version + 1, merged)
 
 

@@ -34,7 +34,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdclake import targets
-from cdclake.apply import audit
+from cdclake.apply import audit, transactions
 from cdclake.apply.delta_table import ApplyResult, TableApply, TableState, prepare_table, write_table
 from cdclake.apply.plan import BatchPlan, plan_batch
 from cdclake.errors import CdclakeError, RejectCode
@@ -162,6 +162,9 @@ def apply_batch(
     fmt: str = "canonical",
     max_columns: int | None = None,
     scd_type: int | None = None,
+    hold: transactions.Hold | None = None,
+    gate: bool = False,
+    tx_timeout_ms: int = transactions.DEFAULT_TIMEOUT_MS,
 ) -> list[ApplyResult]:
     """Apply canonical events (EVENT_SCHEMA rows, any format) to the tables under ``target``.
 
@@ -173,6 +176,11 @@ def apply_batch(
     columns in the batch is not applied; its events are rejected as ``TOO_MANY_COLUMNS``.
     ``scd_type``: 2 creates new tables as history tables (SCD type 2, :mod:`cdclake.apply.history`),
     1 as tables of current rows; None: each table as it is (new ones: 1).
+    ``hold``: the transaction gate's decision (:func:`cdclake.apply.transactions.gate`) when
+    the caller made it (``plan`` is then the plan of ``hold.events``; ``events`` are the
+    batch's own, for the changelog); ``gate``: without ``hold``, run the gate here (the events
+    carry transaction boundaries). The gate also runs when the target holds events;
+    ``tx_timeout_ms`` is its timeout.
     Returns one :class:`ApplyResult` per table with data, by table name.
 
     One table that cannot be applied (its folder refused by the file system, a change Delta
@@ -186,18 +194,31 @@ def apply_batch(
         CdclakeError(SCD_TYPE_MISMATCH): ``scd_type`` is not an existing table's.
     """
     audit.check_layout(target, spark)
+    progress = audit.read_progress(spark, target)
+    batch_events = events  # the changelog's: the batch's own events, held ones included
+    if hold is None and plan is None and (gate or progress.held_version() is not None):
+        hold = transactions.gate(spark, events, target, progress.held_version(), audit.now_ms(), timeout_ms=tx_timeout_ms)
+    try:
+        return _apply(spark, batch_events, hold.events if hold is not None else events, target, primary_keys, txn,
+                      side_tasks, plan, fmt, max_columns, scd_type, hold, progress)
+    finally:
+        if hold is not None:
+            hold.release()
+
+
+def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, plan, fmt, max_columns, scd_type, hold, progress):
+    """:func:`apply_batch` after the transaction gate: ``events`` are the ones to apply."""
     if plan is None:
         plan = plan_batch(events, primary_keys)
     plan_all = plan
     failures: dict[str, TableFailed] = {}
-    progress = audit.read_progress(spark, target)
     states = progress.table_states()
     deletes_path = f"{target}/{audit.DELETES}"
 
     # the appends carry the batch identity in their writer options, so they run beside both
     # the tables' preparation (which must not carry it) and their MERGEs (which carry it as a
     # session setting); they must have committed before the progress is written
-    appends = [lambda: audit.write_changelog(events, target, txn), *(side_tasks or [])]
+    appends = [lambda: audit.write_changelog(batch_events, target, txn), *(side_tasks or [])]
     applied: list[TableApply] = []
     pool = ThreadPoolExecutor(max_workers=len(appends), thread_name_prefix="cdclake-append")
     pending = [pool.submit(t) for t in appends]
@@ -240,12 +261,19 @@ def apply_batch(
         for p in plan.tables:
             history.extend(audit.schema_history_rows(p.ddl, results.get(p.name), p.name))
         deletes = [a.deletes for a in applied if a.deletes is not None]
+        held = None
+        if hold is not None and hold.changed:
+            # after every table, before the progress that names its version (exactly once:
+            # see cdclake.apply.transactions)
+            version = transactions.write_held(spark, target, hold, txn)
+            held = {"held_transactions": hold.transactions, "held_events": hold.held_events,
+                    "held_version": version, "held_since_ms": hold.held_since_ms}
         with audit.txn_session(spark, txn):
             run_all(
                 [
                     lambda: audit.write_deletes(deletes, target, txn),
                     lambda: audit.record_schema_changes(spark, target, history),
-                    lambda: audit.update_progress(spark, target, plan, progress, results),
+                    lambda: audit.update_progress(spark, target, plan, progress, results, held),
                 ]
             )
     finally:

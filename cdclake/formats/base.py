@@ -39,6 +39,11 @@ class Capabilities:
     #: by position like streamed changes, so a snapshot taken again after a delete or
     #: truncate lands. Else snapshot rows rank below every streamed change.
     snapshot_positions: bool = False
+    #: the format's events carry enough to tell a transaction that is not complete yet (its
+    #: size, its last event, or BEGIN/END markers with the changes' transaction id): the
+    #: applier then holds an open transaction back until the rest arrives
+    #: (:mod:`cdclake.apply.transactions`)
+    transaction_bounds: bool = False
 
 
 @dataclass(frozen=True)

@@ -115,7 +115,7 @@ def test_progress_is_reread_after_another_writer_commits(spark, tmp_path):
     mine = audit.read_progress(spark, str(tmp_path))
     assert mine.version == 0 and {(r["source"], r["table"]) for r in mine.rows} == {("mem", "db.t"), ("mem", None), (None, "db.t")}
     assert audit._cached_progress(spark, f"{tmp_path}/{audit.PROGRESS}") is not None
-    other = spark.createDataFrame([("elsewhere", None) + (None,) * 10], audit.PROGRESS_SCHEMA)
+    other = spark.createDataFrame([("elsewhere", None) + (None,) * (len(audit.PROGRESS_FIELDS) - 2)], audit.PROGRESS_SCHEMA)
     other.write.format("delta").mode("append").save(f"{tmp_path}/{audit.PROGRESS}")
     assert audit._cached_progress(spark, f"{tmp_path}/{audit.PROGRESS}") is None
     seen = audit.read_progress(spark, str(tmp_path))

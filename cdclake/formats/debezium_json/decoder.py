@@ -449,6 +449,7 @@ class DebeziumJsonDecoder(Decoder):
         column_types="Kafka Connect schema (envelope), else inferred from JSON value kinds",
         position="connector source position (commit/change LSN, lsn, binlog file/pos/row, scn), then total_order",
         transactions="BEGIN/END topic + event_count; transaction.id/total_order on events",
+        transaction_bounds=True,
         ddl=True,
         heartbeats=True,
         snapshot_marker="op r",

@@ -239,6 +239,7 @@ class QlikJsonDecoder(Decoder):
         column_types="metadata message tableColumns (Qlik types INT4, NUMERIC(p,s), DATETIME ...)",
         position="headers.changeSequence",
         transactions="transactionId + transactionEventCounter + transactionLastEvent",
+        transaction_bounds=True,
         ddl=True,
         heartbeats=False,
         snapshot_marker="operation REFRESH",

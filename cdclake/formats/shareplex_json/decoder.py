@@ -228,6 +228,7 @@ class ShareplexJsonDecoder(Decoder):
         column_types="none (values are text: every column is a string)",
         position="meta.scn, meta.seq",
         transactions="meta.trans, seq of size (meta.idx)",
+        transaction_bounds=True,
         ddl=True,
         heartbeats=False,
         snapshot_marker="none",

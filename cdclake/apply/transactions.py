@@ -1,0 +1,252 @@
+"""Transactions held back: a source transaction reaches the target tables whole or not at all.
+
+Where a format carries transaction boundaries (:attr:`cdclake.formats.base.Capabilities.transaction_bounds`:
+Debezium's BEGIN/END records with ``event_count``, Qlik's ``transactionEventCounter`` /
+``transactionLastEvent``, SharePlex's ``seq``/``size``; the simulator's canonical events), a
+batch applies only the transactions it holds every change of. The changes of a transaction
+that is still open at the end of the batch are written to ``<target>/_cdclake/held`` and
+applied by the batch that brings the rest, in this run or a later one.
+
+A transaction (canonical events of one ``tx_id``: data and DDL changes, ``tx_begin``/``tx_end``
+markers) is **open** when
+
+* its size is known (``tx_size``: SharePlex ``size``, Debezium END's ``event_count``; else the
+  ``tx_seq`` of the event marked ``tx_last``: Qlik) and fewer distinct changes (by ``tx_seq``,
+  else by position) than that have arrived; or
+* its size is not known and it began (``tx_begin``) without an end (``tx_end``), or a change
+  says it is not the last (``tx_last`` false) and none says it is.
+
+An open transaction is given up, and its held changes applied as they are, once the source
+has moved on by more than the timeout (``--transaction-timeout-ms``, default
+:data:`DEFAULT_TIMEOUT_MS`): the newest event time of the batch (heartbeats included) is later
+than the transaction's newest event time by more than it. The rest is not coming then (a
+record of it was rejected, a table of it is not ingested), or the batch holds a re-delivered
+part of a transaction applied before (applying it again changes nothing). Event time, not the
+clock, so a batch applied again decides the same.
+
+Events without ``tx_id`` are never held, so a format or a run without boundaries (Debezium
+without its transaction topic) is applied as it arrives. Formats whose markers do not carry
+the transaction's id (DataWorks TRANSACTION_BEGIN/END) or whose markers' ids are not documented
+to match their changes' (DTS ``sourceTxid`` on BEGIN/COMMIT) are not held (``transaction_bounds``
+false; README "Transactions"). No format here marks rolled-back work: MySQL writes only
+committed transactions to the binlog, and a DTS ROLLBACK record ends a transaction whose
+changes to non-transactional tables stayed (see the DTS decoder).
+
+Costs: one aggregate over the batch's events (and the held ones) per gated batch, which also
+counts the batch's records (so the plan's aggregate then runs over the events to apply only);
+the held table is read only when the progress table says it holds events, at the version it
+names; it is written (one overwrite) only when what is held changes.
+
+Exactly once: the held table is written after every target table and before the progress
+table, both carrying the batch's identity; the progress row of the target (``source`` and
+``table`` null) names the held table's version to read (``held_version``), so a batch applied
+again after a crash reads what it read the first time and decides the same.
+
+Across tables: each table commits on its own (Delta has no multi-table commit), so a reader of
+two tables may see one of them a batch ahead of the other while a batch is being applied; the
+progress table names, per table, nothing that is partly applied (README "Transactions").
+
+The held table: the events' :data:`cdclake.model.EVENT_SCHEMA` columns plus ``held_at_ms``
+(bigint, ms: when the event was first held).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from cdclake.model import EVENT_COLUMNS
+
+HELD = "_cdclake/held"
+#: how far (event time, ms) the source may move past an open transaction before it is applied
+#: as it is (10 minutes)
+DEFAULT_TIMEOUT_MS = 600_000
+
+
+@dataclass
+class Hold:
+    """What the transaction gate decided for one batch.
+
+    events: the events to apply (EVENT_SCHEMA): the batch's events outside open transactions
+        and the held events of transactions the batch completed; persisted (release with
+        :meth:`release`).
+    held: the events held after the batch (EVENT_SCHEMA + ``held_at_ms``); None when none.
+    transactions / held_events: how many open transactions and events are held after the batch.
+    released: held events of earlier batches applied in this one.
+    held_since_ms: when the oldest held event was first held (None: nothing held).
+    timed_out: open transactions given up (their events applied) by the timeout.
+    changed: the held table must be written (something was held before or is now).
+    records: per error code, ``(records, events)`` of the batch (when the gate counted them).
+    """
+
+    events: DataFrame
+    held: DataFrame | None
+    transactions: int = 0
+    held_events: int = 0
+    released: int = 0
+    held_since_ms: int | None = None
+    timed_out: int = 0
+    changed: bool = False
+    records: dict[str | None, tuple[int, int]] = field(default_factory=dict)
+    cached: list[DataFrame] = field(default_factory=list)
+
+    def release(self) -> None:
+        for df in self.cached:
+            df.unpersist()
+
+
+def open_condition():
+    """The SQL condition (a Column over the aggregate of one transaction's events: ``n_seq``,
+    ``size``, ``last_seq``, ``begun``, ``ended``, ``said_last``, ``said_not_last``) that the
+    transaction is still open (see the module docstring)."""
+    expected = F.coalesce(F.col("size"), F.col("last_seq"))
+    unsized = F.coalesce(F.col("begun") & ~F.col("ended"), F.lit(False)) | F.coalesce(
+        F.col("said_not_last") & ~F.col("said_last"), F.lit(False)
+    )
+    return F.when(expected.isNotNull(), F.col("n_seq") < expected).otherwise(unsized)
+
+
+#: the columns of :func:`summarize`'s rows, each part filling the ones it does not compute
+_SUMMARY = {
+    "tx_id": "string", "open": "boolean", "n": "bigint", "n_held": "bigint", "held_at_ms": "bigint",
+    "last_time": "bigint", "error_code": "string", "n_records": "bigint", "n_events": "bigint",
+    "code_row": "boolean", "horizon": "boolean",
+}
+
+
+def _shaped(df: DataFrame, **fixed) -> DataFrame:
+    """``df`` with :data:`_SUMMARY`'s columns: its own, ``fixed`` literals, nulls for the rest."""
+    have = set(df.columns)
+    return df.select(*[
+        F.col(c) if c in have else F.lit(fixed.get(c)).cast(t).alias(c) for c, t in _SUMMARY.items()
+    ])
+
+
+def summarize(events: DataFrame, records: DataFrame | None = None) -> list:
+    """The gate's one Spark job: per transaction of ``events`` (EVENT_SCHEMA plus ``from_held``,
+    boolean, and ``held_at_ms``) whose state matters (open, or with held events), the rows
+    ``tx_id``, ``open``, ``n`` (events), ``n_held`` (of them from the held table),
+    ``held_at_ms`` (least), ``last_time`` (its newest event time, ms); one row with the newest
+    event time of all ``events`` (``horizon`` true, in ``last_time``); and, when ``records`` (a
+    batch's flat rows: ``error_code``, ``pos``, ``kind``) is given, one row per error code with
+    ``n_records``/``n_events`` (``code_row`` true). Columns: :data:`_SUMMARY`."""
+    change = F.col("kind").isin("data", "ddl")
+    seq = F.coalesce(F.col("tx_seq").cast("string"), F.col("position.text"))
+    tx = (
+        events.where(F.col("tx_id").isNotNull() & F.col("kind").isin("data", "ddl", "tx_begin", "tx_end"))
+        .groupBy("tx_id")
+        .agg(
+            F.size(F.collect_set(F.when(change, seq))).alias("n_seq"),
+            F.max("tx_size").alias("size"),
+            F.max(F.when(F.col("tx_last"), F.col("tx_seq"))).alias("last_seq"),
+            F.max(F.col("kind") == "tx_begin").alias("begun"),
+            F.max(F.col("kind") == "tx_end").alias("ended"),
+            F.max(F.col("tx_last")).alias("said_last"),
+            F.max(~F.col("tx_last")).alias("said_not_last"),
+            F.count(F.lit(1)).alias("n"),
+            F.count_if(F.col("from_held")).alias("n_held"),
+            F.min("held_at_ms").alias("held_at_ms"),
+            F.max("event_time_ms").alias("last_time"),
+        )
+        .select("tx_id", open_condition().alias("open"), "n", "n_held", "held_at_ms", "last_time")
+        .where(F.col("open") | (F.col("n_held") > 0))
+    )
+    parts = [
+        _shaped(tx, code_row=False, horizon=False),
+        _shaped(events.agg(F.max("event_time_ms").alias("last_time")), code_row=False, horizon=True),
+    ]
+    if records is not None:
+        counts = records.groupBy("error_code").agg(
+            F.count_if(F.col("pos").isNull() | (F.col("pos") == 0)).alias("n_records"),
+            F.count("kind").alias("n_events"),
+        )
+        parts.append(_shaped(counts, code_row=True, horizon=False))
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.unionByName(p)
+    return out.collect()
+
+
+def read_held(spark: SparkSession, target: str, version: int) -> DataFrame:
+    """The held table of ``target`` at ``version`` (EVENT_SCHEMA + ``held_at_ms``)."""
+    return spark.read.format("delta").option("versionAsOf", version).load(f"{target}/{HELD}")
+
+
+def gate(
+    spark: SparkSession,
+    events: DataFrame,
+    target: str,
+    held_version: int | None,
+    now_ms: int,
+    records: DataFrame | None = None,
+    timeout_ms: int = DEFAULT_TIMEOUT_MS,
+) -> Hold:
+    """Split a batch's ``events`` (EVENT_SCHEMA) into what to apply now and what to hold.
+
+    ``held_version``: the held table's version to read (from the progress table), None when
+    nothing is held. ``records``: the batch's flat rows, to count records per error code in the
+    same job (:attr:`Hold.records`). ``timeout_ms``: see the module docstring. One Spark job
+    (:func:`summarize`); the events to apply are persisted and materialised by the plan that
+    reads them next."""
+    batch = events.select(*EVENT_COLUMNS, F.lit(False).alias("from_held"), F.lit(None).cast("bigint").alias("held_at_ms"))
+    held_before = None
+    if held_version is not None:
+        held_before = read_held(spark, target, held_version).select(
+            *EVENT_COLUMNS, F.lit(True).alias("from_held"), F.col("held_at_ms")
+        )
+        batch = batch.unionByName(held_before)
+    rows = summarize(batch, records)
+    hold = Hold(events=events, held=None)
+    for r in rows:
+        if r["code_row"]:
+            hold.records[r["error_code"]] = (int(r["n_records"]), int(r["n_events"]))
+    horizon = next((r["last_time"] for r in rows if r["horizon"]), None)
+    txs = [r.asDict() for r in rows if not r["code_row"] and not r["horizon"]]
+    for r in txs:
+        if r["open"] and horizon is not None and r["last_time"] is not None and horizon - r["last_time"] > timeout_ms:
+            r["open"] = False  # given up: the source moved on
+            hold.timed_out += 1
+    open_ids = [r["tx_id"] for r in txs if r["open"]]
+    hold.transactions = len(open_ids)
+    hold.held_events = sum(int(r["n"]) for r in txs if r["open"])
+    hold.released = sum(int(r["n_held"]) for r in txs if not r["open"])
+    since = [int(r["held_at_ms"]) for r in txs if r["open"] and r["held_at_ms"] is not None]
+    hold.held_since_ms = min(since) if since else (now_ms if open_ids else None)
+    hold.changed = held_version is not None or bool(open_ids)
+    if not hold.changed:
+        return hold
+    ids = spark.createDataFrame([(i,) for i in open_ids], "tx_id string")
+    is_open = F.col("o.tx_id").isNotNull()
+    marked = batch.alias("e").join(F.broadcast(ids.alias("o")), F.col("e.tx_id") == F.col("o.tx_id"), "left").select(
+        "e.*", is_open.alias("open")
+    )
+    apply = marked.where(~F.col("open") & F.col("kind").isNotNull()).select(*EVENT_COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)
+    hold.events = apply
+    hold.cached.append(apply)
+    if open_ids:
+        hold.held = marked.where(F.col("open")).select(
+            *EVENT_COLUMNS, F.coalesce(F.col("held_at_ms"), F.lit(now_ms)).alias("held_at_ms")
+        )
+    return hold
+
+
+def write_held(spark: SparkSession, target: str, hold: Hold, txn=None) -> int:
+    """Overwrite the held table with :attr:`Hold.held` (empty when nothing is held); returns the
+    table's version after the write (its latest: one writer per target). Carries ``txn`` (a
+    batch applied again writes nothing twice)."""
+    from delta.tables import DeltaTable
+
+    from cdclake.model import EVENT_SCHEMA
+
+    path = f"{target}/{HELD}"
+    df = hold.held
+    if df is None:
+        df = spark.createDataFrame([], EVENT_SCHEMA).withColumn("held_at_ms", F.lit(None).cast("bigint"))
+    writer = df.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+    if txn is not None:
+        writer = writer.option("txnAppId", txn.app_id).option("txnVersion", txn.version)
+    writer.save(path)
+    return int(DeltaTable.forPath(spark, path).history(1).select("version").first()[0])
