@@ -45,8 +45,11 @@ def read_jobs(log_dir: Path) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--base", required=True, help="canal-json file of the first (untimed) batch")
-    ap.add_argument("--batch", nargs="+", required=True, help="canal-json files, one batch each")
+    ap.add_argument("--base", required=True, help="file of the first (untimed) batch")
+    ap.add_argument("--batch", nargs="+", required=True, help="files, one batch each")
+    ap.add_argument("--format", default="canal-json", help="the files' format (default canal-json)")
+    ap.add_argument("--primary-key", action="append", default=[], metavar="TABLE=COLS",
+                    help="as cdclake ingest's (debezium-json files: shop.orders=id)")
     ap.add_argument("--scd-type", type=int, choices=[1, 2], default=1, help="2: history tables (SCD type 2)")
     args = ap.parse_args()
 
@@ -59,11 +62,12 @@ def main() -> None:
     spark = get_spark(conf={"spark.eventLog.enabled": "true", "spark.eventLog.dir": str(logs),
                             "spark.eventLog.compress": "false", "spark.eventLog.rolling.enabled": "false"})
     lake = str(OUT / "lake")
-    ingest(spark, IngestConfig("canal-json", [args.base], lake, scd_type=args.scd_type))
+    keys = {t: c.split(",") for t, c in (k.split("=", 1) for k in args.primary_key)}
+    ingest(spark, IngestConfig(args.format, [args.base], lake, keys, scd_type=args.scd_type))
     windows = []
     for path in args.batch:
         t0 = time.time()
-        s = ingest(spark, IngestConfig("canal-json", [path], lake))
+        s = ingest(spark, IngestConfig(args.format, [path], lake, keys))
         windows.append((Path(path).name, t0, time.time(), s.events))
     spark.stop()
     jobs = read_jobs(logs)

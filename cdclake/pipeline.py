@@ -220,7 +220,7 @@ def ingest_batch(
                 # over the events to apply (cdclake.apply.transactions)
                 hold = transactions.gate(
                     spark, flat.where(F.col("e").isNotNull()).select("e.*"), target, held_version, audit.now_ms(),
-                    records=flat.select("error_code", "pos", "e.kind"), timeout_ms=tx_timeout_ms,
+                    flat=flat, timeout_ms=tx_timeout_ms,
                 )
                 plan = plan_batch(hold.events, options.primary_keys)
                 plan.records = hold.records

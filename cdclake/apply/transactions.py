@@ -109,65 +109,56 @@ def open_condition():
     return F.when(expected.isNotNull(), F.col("n_seq") < expected).otherwise(unsized)
 
 
-#: the columns of :func:`summarize`'s rows, each part filling the ones it does not compute
-_SUMMARY = {
-    "tx_id": "string", "open": "boolean", "n": "bigint", "n_held": "bigint", "held_at_ms": "bigint",
-    "last_time": "bigint", "error_code": "string", "n_records": "bigint", "n_events": "bigint",
-    "code_row": "boolean", "horizon": "boolean",
-}
+def summarize(src: DataFrame) -> list:
+    """The gate's one aggregate (one ``GROUPING SETS`` query, one shuffle) over ``src``: the
+    batch's events and the held ones (EVENT_SCHEMA plus ``from_held`` boolean, ``held_at_ms``,
+    ``error_code`` and ``pos`` as the flat rows of a batch have them: ``pos`` null for a record
+    without events, -1 for a held event). Rows, told apart by ``g_tx`` / ``g_code`` (0: the
+    row is of that grouping):
 
-
-def _shaped(df: DataFrame, **fixed) -> DataFrame:
-    """``df`` with :data:`_SUMMARY`'s columns: its own, ``fixed`` literals, nulls for the rest."""
-    have = set(df.columns)
-    return df.select(*[
-        F.col(c) if c in have else F.lit(fixed.get(c)).cast(t).alias(c) for c, t in _SUMMARY.items()
-    ])
-
-
-def summarize(events: DataFrame, records: DataFrame | None = None) -> list:
-    """The gate's one Spark job: per transaction of ``events`` (EVENT_SCHEMA plus ``from_held``,
-    boolean, and ``held_at_ms``) whose state matters (open, or with held events), the rows
-    ``tx_id``, ``open``, ``n`` (events), ``n_held`` (of them from the held table),
-    ``held_at_ms`` (least), ``last_time`` (its newest event time, ms); one row with the newest
-    event time of all ``events`` (``horizon`` true, in ``last_time``); and, when ``records`` (a
-    batch's flat rows: ``error_code``, ``pos``, ``kind``) is given, one row per error code with
-    ``n_records``/``n_events`` (``code_row`` true). Columns: :data:`_SUMMARY`."""
+    * per transaction whose state matters (open, or with held events): ``tx_id``, ``open``,
+      ``n`` (events), ``n_held`` (of them from the held table), ``held_at_ms`` (least),
+      ``last_time`` (its newest event time, ms);
+    * per error code (null: decoded): ``n_records``, ``n_events`` (of the batch, held events
+      not counted);
+    * one row over everything: ``last_time``, the newest event time (the timeout's horizon).
+    """
     change = F.col("kind").isin("data", "ddl")
     seq = F.coalesce(F.col("tx_seq").cast("string"), F.col("position.text"))
-    tx = (
-        events.where(F.col("tx_id").isNotNull() & F.col("kind").isin("data", "ddl", "tx_begin", "tx_end"))
-        .groupBy("tx_id")
-        .agg(
-            F.size(F.collect_set(F.when(change, seq))).alias("n_seq"),
-            F.max("tx_size").alias("size"),
-            F.max(F.when(F.col("tx_last"), F.col("tx_seq"))).alias("last_seq"),
-            F.max(F.col("kind") == "tx_begin").alias("begun"),
-            F.max(F.col("kind") == "tx_end").alias("ended"),
-            F.max(F.col("tx_last")).alias("said_last"),
-            F.max(~F.col("tx_last")).alias("said_not_last"),
-            F.count(F.lit(1)).alias("n"),
-            F.count_if(F.col("from_held")).alias("n_held"),
-            F.min("held_at_ms").alias("held_at_ms"),
-            F.max("event_time_ms").alias("last_time"),
-        )
-        .select("tx_id", open_condition().alias("open"), "n", "n_held", "held_at_ms", "last_time")
-        .where(F.col("open") | (F.col("n_held") > 0))
-    )
-    parts = [
-        _shaped(tx, code_row=False, horizon=False),
-        _shaped(events.agg(F.max("event_time_ms").alias("last_time")), code_row=False, horizon=True),
+    in_tx = F.col("tx_id").isNotNull() & F.col("kind").isin("data", "ddl", "tx_begin", "tx_end")
+    df = src.select("*", F.when(in_tx, F.col("tx_id")).alias("tx"))
+    sets = [[F.col("tx")], [F.col("error_code")], []]
+    by = [F.col("tx"), F.col("error_code")]
+    batch_row = ~F.col("from_held")
+    aggs = [
+        F.size(F.collect_set(F.when(change, seq))).alias("n_seq"),
+        F.max("tx_size").alias("size"),
+        F.max(F.when(F.col("tx_last"), F.col("tx_seq"))).alias("last_seq"),
+        F.max(F.col("kind") == "tx_begin").alias("begun"),
+        F.max(F.col("kind") == "tx_end").alias("ended"),
+        F.max(F.col("tx_last")).alias("said_last"),
+        F.max(~F.col("tx_last")).alias("said_not_last"),
+        F.count_if(F.col("kind").isNotNull()).alias("n"),
+        F.count_if(F.col("from_held")).alias("n_held"),
+        F.min("held_at_ms").alias("held_at_ms"),
+        F.max("event_time_ms").alias("last_time"),
+        F.count_if(batch_row & (F.col("pos").isNull() | (F.col("pos") == 0))).alias("n_records"),
+        F.count_if(batch_row & F.col("kind").isNotNull()).alias("n_events"),
+        F.grouping("tx").alias("g_tx"),
+        F.grouping("error_code").alias("g_code"),
     ]
-    if records is not None:
-        counts = records.groupBy("error_code").agg(
-            F.count_if(F.col("pos").isNull() | (F.col("pos") == 0)).alias("n_records"),
-            F.count("kind").alias("n_events"),
-        )
-        parts.append(_shaped(counts, code_row=True, horizon=False))
-    out = parts[0]
-    for p in parts[1:]:
-        out = out.unionByName(p)
-    return out.collect()
+    out = df.groupingSets(sets, *by).agg(*aggs).select(
+        "*", F.when((F.col("g_tx") == 0) & F.col("tx").isNotNull(), open_condition()).alias("open")
+    )
+    keep = (
+        ((F.col("g_tx") == 0) & F.col("tx").isNotNull() & (F.col("open") | (F.col("n_held") > 0)))
+        | (F.col("g_code") == 0)
+        | ((F.col("g_tx") == 1) & (F.col("g_code") == 1))
+    )
+    return out.where(keep).select(
+        F.col("tx").alias("tx_id"), "open", "n", "n_held", "held_at_ms", "last_time", "error_code", "n_records",
+        "n_events", "g_tx", "g_code",
+    ).collect()
 
 
 def read_held(spark: SparkSession, target: str, version: int) -> DataFrame:
@@ -181,30 +172,34 @@ def gate(
     target: str,
     held_version: int | None,
     now_ms: int,
-    records: DataFrame | None = None,
+    flat: DataFrame | None = None,
     timeout_ms: int = DEFAULT_TIMEOUT_MS,
 ) -> Hold:
     """Split a batch's ``events`` (EVENT_SCHEMA) into what to apply now and what to hold.
 
     ``held_version``: the held table's version to read (from the progress table), None when
-    nothing is held. ``records``: the batch's flat rows, to count records per error code in the
-    same job (:attr:`Hold.records`). ``timeout_ms``: see the module docstring. One Spark job
-    (:func:`summarize`); the events to apply are persisted and materialised by the plan that
-    reads them next."""
-    batch = events.select(*EVENT_COLUMNS, F.lit(False).alias("from_held"), F.lit(None).cast("bigint").alias("held_at_ms"))
-    held_before = None
+    nothing is held. ``flat``: the batch's flat rows (``error_code``, ``pos``, ``e``: the event
+    struct, null for a reject), to count records per error code in the same aggregate
+    (:attr:`Hold.records`); ``events`` are then its events. ``timeout_ms``: see the module
+    docstring. One aggregate (:func:`summarize`); the events to apply are persisted and
+    materialised by the plan that reads them next."""
+    extra = [F.lit(False).alias("from_held"), F.lit(None).cast("bigint").alias("held_at_ms")]
+    batch = events.select(*EVENT_COLUMNS, *extra)
+    if flat is not None:
+        src = flat.select("error_code", "pos", "e.*", *extra)
+    else:
+        src = batch.select("*", F.lit(None).cast("string").alias("error_code"), F.lit(0).alias("pos"))
     if held_version is not None:
-        held_before = read_held(spark, target, held_version).select(
-            *EVENT_COLUMNS, F.lit(True).alias("from_held"), F.col("held_at_ms")
-        )
+        held_before = read_held(spark, target, held_version).select(*EVENT_COLUMNS, F.lit(True).alias("from_held"), "held_at_ms")
         batch = batch.unionByName(held_before)
-    rows = summarize(batch, records)
+        src = src.unionByName(held_before.select("*", F.lit(None).cast("string").alias("error_code"), F.lit(-1).alias("pos")))
+    rows = summarize(src)
     hold = Hold(events=events, held=None)
     for r in rows:
-        if r["code_row"]:
+        if r["g_code"] == 0 and flat is not None:
             hold.records[r["error_code"]] = (int(r["n_records"]), int(r["n_events"]))
-    horizon = next((r["last_time"] for r in rows if r["horizon"]), None)
-    txs = [r.asDict() for r in rows if not r["code_row"] and not r["horizon"]]
+    horizon = next((r["last_time"] for r in rows if r["g_tx"] == 1 and r["g_code"] == 1), None)
+    txs = [r.asDict() for r in rows if r["g_tx"] == 0]
     for r in txs:
         if r["open"] and horizon is not None and r["last_time"] is not None and horizon - r["last_time"] > timeout_ms:
             r["open"] = False  # given up: the source moved on
