@@ -196,6 +196,7 @@ def _ingest(args) -> int:
         formats.get(args.format)  # fail fast on an unknown name, before Spark starts
     pks = _primary_keys(args.primary_key)
     limits = _limits(args)  # fail fast on a bad limit, before Spark starts
+    tx_timeout = _tx_timeout(args)
     if args.kafka_bootstrap:
         return _ingest_kafka(args, pks)
     if args.checkpoint:
@@ -211,8 +212,7 @@ def _ingest(args) -> int:
 
     extra = _options(args.option)
     spark = get_spark(master=args.master)
-    config = IngestConfig(args.format, args.input, args.target, pks, args.canal_dts_inverted, extra, limits, args.scd_type,
-                          _tx_timeout(args))
+    config = IngestConfig(args.format, args.input, args.target, pks, args.canal_dts_inverted, extra, limits, args.scd_type, tx_timeout)
     console = _console()
     if console.is_terminal and not args.quiet:  # a spinner with the current step and the time
         import time
@@ -373,10 +373,11 @@ def _status(args) -> int:
     from rich.table import Table
 
     t = Table(title=f"cdclake status: {st['target']}")
-    for col in ("table", "rows", "last position", "event time (UTC)", "lag", "applied at (UTC)"):
-        t.add_column(col, justify="right" if col in ("rows", "lag") else "left", overflow="fold")
+    for col in ("table", "rows", "version", "last position", "event time (UTC)", "lag", "applied at (UTC)"):
+        t.add_column(col, justify="right" if col in ("rows", "version", "lag") else "left", overflow="fold")
     for r in st["tables"]:
-        t.add_row(_shown(r["table"]), _n(r["rows"]), r["last_position"] or "", _utc(r["last_event_time_ms"]), _lag(r["lag_ms"]), _utc(r["updated_at_ms"]))
+        t.add_row(_shown(r["table"]), _n(r["rows"]), _n(r["delta_version"]), r["last_position"] or "", _utc(r["last_event_time_ms"]),
+                  _lag(r["lag_ms"]), _utc(r["updated_at_ms"]))
     console = _console()
     console.print(t)
     for h in st["heartbeats"]:

@@ -1,7 +1,8 @@
 """``cdclake status --target DIR``: what a target holds and how far behind its source it is, read
 from the target's own ``_cdclake`` tables (a live target too: Delta readers see the last commit).
 
-Per table: rows (as the applier counted them), the last applied position and its event time
+Per table: rows (as the applier counted them), its Delta version after the last batch (every
+table read as of its ``delta_version`` is the state one batch left, across tables), the last applied position and its event time
 (ms since the epoch), the event-time lag at that batch (``lag_ms``: the batch's wall clock minus
 the newest event time it applied), when it was last applied, and per source (Kafka
 ``topic:partition``, or the input) the newest heartbeat. Rejects: counts by error code.
@@ -24,7 +25,7 @@ def target_status(spark: SparkSession, target: str) -> dict:
     """The status of ``target`` as plain data (JSON-ready)::
 
         {"target": str, "tables": [{"table", "rows", "last_position", "last_event_time_ms",
-          "lag_ms", "updated_at_ms", "sources"}], "heartbeats": [{"source", "last_heartbeat_ms"}],
+          "lag_ms", "updated_at_ms", "delta_version", "sources"}], "heartbeats": [{"source", "last_heartbeat_ms"}],
          "rejects": {code: count}, "rejected": int, "held_transactions": int, "held_events": int,
          "held_since_ms": int or None}
 
@@ -48,9 +49,12 @@ def target_status(spark: SparkSession, target: str) -> dict:
         if not name:
             continue
         t = tables.setdefault(name, {"table": name, "rows": None, "last_position": None, "last_event_time_ms": None,
-                                     "lag_ms": None, "updated_at_ms": None, "sources": [], "_order": None})
+                                     "lag_ms": None, "updated_at_ms": None, "delta_version": None, "sources": [],
+                                     "_order": None})
         if r.get("rows") is not None:
             t["rows"] = r["rows"]
+        if r.get("source") is None and r.get("delta_version") is not None:
+            t["delta_version"] = r["delta_version"]
         if r.get("source"):
             t["sources"].append(r["source"])
         order = r.get("last_position")

@@ -392,8 +392,8 @@ def format_workload(fmt: str, seed: int, events: int = SCRAMBLED_EVENTS) -> list
       (:data:`MAX_BATCHES`): a row's insert and its later partial update (a Qlik UPDATE
       carries only the changed columns) travel in different units once a DDL starts a new
       table version, and a partial update applied in a batch before its row's older insert
-      loses the columns it does not carry (the shareplex-json applier bug below; seed 25 cut
-      into 3 batches shows it).
+      loses the columns it does not carry (a Qlik update's before image holds only the changed
+      columns, so it cannot be completed from it; seed 25 cut into 3 batches shows it).
     * datahub-tuple: a TUPLE record carries no types, so a NULL value (JSON null) has none: the
       decoder leaves its spark_type null and the applier takes the column's type from other
       rows. The oracle takes an event's column list as the table's schema and cannot type a
@@ -401,12 +401,12 @@ def format_workload(fmt: str, seed: int, events: int = SCRAMBLED_EVENTS) -> list
       batches=1, duplicate=0.0). So no NULL values (simulator NULL_RATE = 0) and no DDL (ADD
       COLUMN leaves NULLs in existing rows; TUPLE topics have a fixed schema anyway, seed 000).
       The decode round trips keep NULLs.
-    * shareplex-json: ``tables=2`` keeps the two keyed tables (customers, order_lines) and
-      leaves out the keyless audit_log (a partial update of a keyless row inserts a new row:
-      test_keyless_partial_update_replaces_the_row); one batch (:data:`MAX_BATCHES`: units
-      shuffled and duplicated within it, then the whole input replayed) because a partial
-      update applied in a batch before the older full image of its row loses the columns it
-      does not carry (test_partial_update_before_its_row_in_an_earlier_batch).
+    * shareplex-json: one batch (:data:`MAX_BATCHES`: units shuffled and duplicated within it,
+      then the whole input replayed): the seed-0 case cut into 3 batches ends with one extra
+      audit_log row (not found yet, NOTES.md session 13). The keyless audit_log is in: a
+      partial update whose before image holds every column (SharePlex's ``key``) is applied as
+      a full one (test_keyless_partial_update_replaces_the_row,
+      test_partial_update_before_its_row_in_an_earlier_batch).
     """
     if fmt == "dts-avro":
         return typed_when_null(Workload(seed, events=events).generate().events)
@@ -418,9 +418,7 @@ def format_workload(fmt: str, seed: int, events: int = SCRAMBLED_EVENTS) -> list
         assert all(v is not None for e in res.events for img in (e["before"], e["after"]) for v in (img or {}).values())
         return res.events
     if fmt == "shareplex-json":
-        res = Workload(seed, events=events, tables=2).generate()
-        assert all(res.keys.values())
-        return res.events
+        return Workload(seed, events=events).generate().events
     assert fmt in FORMATS, fmt
     return Workload(seed, events=events).generate().events
 

@@ -169,7 +169,7 @@ def test_a_target_of_another_layout_is_refused_in_one_line(spark, capsys, tmp_pa
     assert sorted(p.name for p in lake.rglob("*")) == ["_cdclake", "layout.json"]
 
 
-@pytest.mark.parametrize("args", [["--max-record-bytes", "0"], ["--max-columns", "-1"]])
+@pytest.mark.parametrize("args", [["--max-record-bytes", "0"], ["--max-columns", "-1"], ["--transaction-timeout-ms", "-1"]])
 def test_limits_must_be_positive(capsys, tmp_path, args):
     src = fixture_path("canal-json/apache-flink/canal-data.txt")
     code, _, err = run(["ingest", "--format", "canal-json", "--input", str(src), "--target", str(tmp_path), *args], capsys)

@@ -25,7 +25,9 @@ All are Delta tables under ``<target>/_cdclake/``:
 * ``progress``: per source (``source`` = file path or ``topic:partition``) and table;
   ``table`` null: the source as a whole (with ``last_heartbeat_ms``); ``source`` null: the
   table as a whole, with the state later batches need (``delete_position``,
-  ``truncate_position``/``truncate_position_text``, ``rows``). Columns: ``last_position`` /
+  ``truncate_position``/``truncate_position_text``, ``rows``) and ``delta_version``, the
+  table's Delta version after the last batch that wrote it (reading every table as of its
+  ``delta_version`` gives all of them as one batch left them: whole transactions only). Columns: ``last_position`` /
   ``last_position_text`` (greatest applied), ``last_event_time_ms``, ``last_heartbeat_ms``,
   ``lag_ms`` (``updated_at_ms`` minus ``last_event_time_ms``), ``updated_at_ms``; ``source``
   and ``table`` both null: the target as a whole, with what the transaction gate holds back
@@ -74,7 +76,7 @@ PROGRESS_SCHEMA = (
     "source string, table string, last_position array<decimal(38,0)>, last_position_text string, "
     "last_event_time_ms bigint, last_heartbeat_ms bigint, updated_at_ms bigint, lag_ms bigint, "
     "delete_position array<decimal(38,0)>, truncate_position array<decimal(38,0)>, "
-    "truncate_position_text string, rows bigint, held_transactions bigint, held_events bigint, held_version bigint, "
+    "truncate_position_text string, rows bigint, delta_version bigint, held_transactions bigint, held_events bigint, held_version bigint, "
     "held_since_ms bigint"
 )
 #: the progress columns of the target's own row (``source`` and ``table`` null): what the
@@ -389,6 +391,8 @@ def merge_progress(old: list[dict], new: list[dict]) -> list[dict]:
             t["truncate_position"], t["truncate_position_text"] = s["truncate_position"], s["truncate_position_text"]
         if s["rows"] is not None:
             t["rows"] = s["rows"]
+        if s.get("delta_version") is not None:
+            t["delta_version"] = s["delta_version"]
     return list(merged.values())
 
 
@@ -416,10 +420,10 @@ def update_progress(
         lag = now - sp.last_event_time_ms if sp.last_event_time_ms is not None else None
         rows.append(
             (sp.source, sp.table, sp.last_position, sp.last_position_text, sp.last_event_time_ms, sp.last_heartbeat_ms,
-             now, lag, None, None, None, None, *no_hold)
+             now, lag, None, None, None, None, None, *no_hold)
         )
     if held is not None:
-        rows.append((None, None, None, None, None, None, now, None, None, None, None, None, *(held[f] for f in HELD_FIELDS)))
+        rows.append((None, None, None, None, None, None, now, None, None, None, None, None, None, *(held[f] for f in HELD_FIELDS)))
     by_table: dict[str, list] = {}
     for sp in plan.progress:
         if sp.table is not None:
@@ -438,7 +442,7 @@ def update_progress(
             (None, p.name, best.last_position if best else None, best.last_position_text if best else None, t_time, None,
              now, now - t_time if t_time is not None else None,
              _newest(old.delete_position, p.max_delete), truncate, truncate_text,
-             res.rows_now if res is not None else old.rows, *no_hold)
+             res.rows_now if res is not None else old.rows, res.delta_version if res is not None else None, *no_hold)
         )
     if not rows:
         return

@@ -125,6 +125,17 @@ def guarded(name: str, task):
         return TableFailed(name, _reason(e))
 
 
+def versioned(spark: SparkSession, applied: TableApply, path: str) -> TableApply:
+    """``applied`` with its result's ``delta_version``: the table's latest version (its
+    commit of this batch, or the one a replay found; one writer per target), read from the
+    Delta log's newest commit (no Spark job)."""
+    if applied.touched:
+        from delta.tables import DeltaTable
+
+        applied.result.delta_version = int(DeltaTable.forPath(spark, path).history(1).select("version").first()[0])
+    return applied
+
+
 def write_table_failures(events: DataFrame, failures: list[tuple], fmt: str, target: str, txn: audit.Txn | None) -> None:
     """Append the batch's events of failed tables (``failures``: ``(TablePlan, TableFailed)``)
     to the rejects table: the failure's code, message ``table <name> could not be applied:
@@ -238,7 +249,7 @@ def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, p
             failed = refused + [x for x in prepared if isinstance(x, TableFailed)]
             with audit.txn_session(spark, txn):
                 written = run_all(
-                    [lambda prep=prep: guarded(prep.plan.name, lambda: write_table(spark, events, prep, deletes_path))
+                    [lambda prep=prep: guarded(prep.plan.name, lambda: versioned(spark, write_table(spark, events, prep, deletes_path), prep.path))
                      for prep in prepared if not isinstance(prep, TableFailed)]
                 )
             applied = [a for a in written if not isinstance(a, TableFailed)]

@@ -203,6 +203,9 @@ class ApplyResult:
     failed: str | None = None
     #: how many of the batch's events that failure sent to the rejects table
     failed_events: int = 0
+    #: the table's Delta version once the batch is applied (None: not known); the progress
+    #: table keeps it, so a reader can read every table as of one batch
+    delta_version: int | None = None
 
 
 @dataclass
@@ -570,8 +573,9 @@ def change_rows(events: DataFrame, plan: TablePlan, columns: dict[str, str], tru
     (array<string>, the event's ``present``), ``_ord`` (the order struct: ``_rank`` int,
     ``pos`` array<decimal(38,0)>, ``_sub`` int, ``file``, ``line``, ``part``, ``off``),
     ``_pos_text`` string, ``_etime`` bigint (ms). Update halves are paired (a lone before half
-    becomes a delete with ``_sub`` 0); an update that changes the key adds a delete of the old
-    key's row (``_sub`` 0); truncates are left out, and so are changes not newer than
+    becomes a delete with ``_sub`` 0); a partial update whose before image holds every column
+    becomes a full one (its before image with the carried columns replaced); an update that
+    changes the key adds a delete of the old key's row (``_sub`` 0); truncates are left out, and so are changes not newer than
     ``truncate`` (``position.order`` values, None: keep all)."""
     key = plan.key or list(columns)
     names = list(columns)
@@ -605,6 +609,26 @@ def change_rows(events: DataFrame, plan: TablePlan, columns: dict[str, str], tru
     def carried(n: str):
         c = F.array_contains("present", n)
         return c | F.array_contains("present", plan.renames[n]) if n in plan.renames else c
+
+    if plan.partial:
+        # A partial update whose before image holds every column is a full one: its after image
+        # is the before image with the carried columns replaced. It is then matched and moved
+        # like a full update: on a table without a key (the whole before image is the match),
+        # and when it changes the key (the old key's row is deleted).
+        def has(n: str):
+            c = F.expr(f"map_contains_key(before, {_lit(n)})")
+            return c | F.expr(f"map_contains_key(before, {_lit(plan.renames[n])})") if n in plan.renames else c
+
+        complete = (F.col("op") == "u") & F.col("present").isNotNull() & F.col("before").isNotNull()
+        for n in names:
+            complete = complete & has(n)
+        whole = F.map_from_arrays(
+            F.array(*[F.lit(n) for n in names]),
+            F.array(*[F.when(carried(n), F.expr(value("after", n))).otherwise(F.expr(value("before", n))) for n in names]),
+        )
+        ev = ev.withColumn("after", F.when(complete, whole).otherwise(F.col("after"))).withColumn(
+            "present", F.when(complete, F.lit(None).cast("array<string>")).otherwise(F.col("present"))
+        )
 
     # An update that changes the key first deletes the row of the old key (same position).
     key_after = F.struct(*[typed("after", k) for k in key])

@@ -35,7 +35,7 @@ changes to non-transactional tables stayed (see the DTS decoder).
 Costs: one aggregate over the batch's events (and the held ones) per gated batch, which also
 counts the batch's records (so the plan's aggregate then runs over the events to apply only);
 the held table is read only when the progress table says it holds events, at the version it
-names; it is written (one overwrite) only when what is held changes.
+names; it is written (one overwrite) in a batch that held something before or holds something now.
 
 Exactly once: the held table is written after every target table and before the progress
 table, both carrying the batch's identity; the progress row of the target (``source`` and
@@ -43,8 +43,10 @@ table, both carrying the batch's identity; the progress row of the target (``sou
 again after a crash reads what it read the first time and decides the same.
 
 Across tables: each table commits on its own (Delta has no multi-table commit), so a reader of
-two tables may see one of them a batch ahead of the other while a batch is being applied; the
-progress table names, per table, nothing that is partly applied (README "Transactions").
+the latest versions of two tables may see one of them a batch ahead of the other while a batch
+is being applied. The progress table keeps each table's Delta version after the last batch
+(``delta_version``): every table read as of those versions is one batch's state, with no
+transaction in part (README "Transactions").
 
 The held table: the events' :data:`cdclake.model.EVENT_SCHEMA` columns plus ``held_at_ms``
 (bigint, ms: when the event was first held).
@@ -213,10 +215,11 @@ def gate(
     hold.changed = held_version is not None or bool(open_ids)
     if not hold.changed:
         return hold
-    ids = spark.createDataFrame([(i,) for i in open_ids], "tx_id string")
-    is_open = F.col("o.tx_id").isNotNull()
-    marked = batch.alias("e").join(F.broadcast(ids.alias("o")), F.col("e.tx_id") == F.col("o.tx_id"), "left").select(
-        "e.*", is_open.alias("open")
+    # the open ids by a broadcast join; the result keeps no relation alias (a later
+    # ``e.kind`` of the applier must name its own struct column, not this join's side)
+    ids = spark.createDataFrame([(i, True) for i in open_ids], "_open_tx string, _open boolean")
+    marked = batch.join(F.broadcast(ids), batch["tx_id"] == ids["_open_tx"], "left").select(
+        *[batch[c] for c in batch.columns], F.coalesce(ids["_open"], F.lit(False)).alias("open")
     )
     apply = marked.where(~F.col("open") & F.col("kind").isNotNull()).select(*EVENT_COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)
     hold.events = apply

@@ -62,9 +62,9 @@ EVENTS = 150
 #: first example of the property (hypothesis's simplest, which every profile runs first, and the
 #: only one the ``ci`` profile runs) holds their workloads (test_first_example_holds_what_once_failed)
 ONCE_FAILED = {
-    # extra audit_log rows: a partial update of a keyless table (strict xfail
-    # test_keyless_partial_update_replaces_the_row; the shape leaves audit_log out); the same
-    # workload in two batches: test_partial_update_before_its_row_in_an_earlier_batch
+    # extra audit_log rows: a partial update of a keyless table (fixed in session 13:
+    # test_keyless_partial_update_replaces_the_row); the same workload in two batches:
+    # test_partial_update_before_its_row_in_an_earlier_batch (strict xfail)
     "shareplex-json": Case(seed=0, shuffle_seed=0, batches=1, duplicate=0.0),
     # decode_value(text, None) in the oracle: NULLs of untyped TUPLE columns (the shape has none)
     "datahub-tuple": Case(seed=0, shuffle_seed=0, batches=1, duplicate=0.0),

@@ -48,13 +48,19 @@ def test_open_transactions_wait_for_the_rest(spark, tmp_path):
         marker("tx_begin", "D", 19),
         tx(ev("c", 20, row(20, "d1")), "D", 1),
         tx(ev("c", 30, row(30, "whole"), table="u"), "W", 1, 1),
+        # an update as two halves (DataWorks, TUPLE) beside the held transactions: paired as usual
+        ev("c", 40, row(40, "h0"), table="h"),
+        ev("u", 41, None, row(40, "h0"), table="h"),
+        ev("u", 41, row(40, "h1"), None, table="h"),
     ]
     txn = Txn("test-transactions", 1)
     apply(spark, tmp_path, first, txn)
     assert table(spark, tmp_path) == [(1, "plain", None)]
     assert table(spark, tmp_path, "db.u") == [(30, "whole", None)]
+    assert table(spark, tmp_path, "db.h") == [(40, "h1", None)]
     st = target_status(spark, str(tmp_path))
     assert (st["held_transactions"], st["held_events"]) == (3, 5) and st["held_since_ms"] is not None
+    first_versions = {t["table"]: t["delta_version"] for t in st["tables"] if t["table"] != "db.h"}
 
     # the same batch again (a replay after a crash, same identity): nothing changes
     apply(spark, tmp_path, first, txn)
@@ -71,6 +77,15 @@ def test_open_transactions_wait_for_the_rest(spark, tmp_path):
     assert table(spark, tmp_path, "db.u") == [(3, "s2", None), (30, "whole", None)]
     st = target_status(spark, str(tmp_path))
     assert (st["held_transactions"], st["held_events"], st["held_since_ms"]) == (0, 0, None)
+    # each table's version after the batch is in the progress: read as of the first batch's
+    # versions, both tables are as that batch left them (one consistent cut across tables)
+    latest = {n: spark.sql(f"describe history delta.`{tmp_path}/{n}`").agg({"version": "max"}).first()[0] for n in ("db.t", "db.u", "db.h")}
+    assert {t["table"]: t["delta_version"] for t in st["tables"]} == latest
+    assert set(first_versions) == {"db.t", "db.u"} and all(first_versions[n] < latest[n] for n in first_versions)
+    as_of = lambda n: sorted(  # noqa: E731
+        (r["id"], r["name"]) for r in spark.read.format("delta").option("versionAsOf", first_versions[n]).load(f"{tmp_path}/{n}").collect()
+    )
+    assert (as_of("db.t"), as_of("db.u")) == ([(1, "plain")], [(30, "whole")])
 
 
 def test_a_transaction_the_source_moved_past_is_applied_as_it_is(spark, tmp_path):
