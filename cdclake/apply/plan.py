@@ -274,8 +274,11 @@ def summarize(events: DataFrame, primary_keys: dict[str, list[str]] | None = Non
         F.max(F.when(tabled & is_data & (op == "t"), F.col("position"))).alias("truncate"),
         F.min(F.when(tabled & is_data & (op != "t"), F.struct(F.col("rank"), order.alias("order")))).alias("min_data"),
         # an update with a full before image may change the key (always, for a keyless table):
-        # it deletes the old key's row, so it counts as a delete here
-        F.max(F.when(tabled & is_data & ((op == "d") | ((op == "u") & F.col("before").isNotNull() & F.col("present").isNull())), order)).alias("max_delete"),
+        # it deletes the old key's row, so it counts as a delete here. A partial update with a
+        # before image counts too: the applier completes one whose before image holds every
+        # column into a full update (delta_table.change_rows), which then moves the row like
+        # any other (counting the rest only costs a look at the deletes table)
+        F.max(F.when(tabled & is_data & ((op == "d") | ((op == "u") & F.col("before").isNotNull())), order)).alias("max_delete"),
         F.collect_list(
             F.when(tabled & (F.col("kind") == "ddl"), F.struct(order.alias("order"), F.col("position.text").alias("text"), F.col("ddl")))
         ).alias("ddls"),

@@ -2,8 +2,7 @@
 
 Where a format carries transaction boundaries (:attr:`cdclake.formats.base.Capabilities.transaction_bounds`:
 Debezium's BEGIN/END records with ``event_count``, Qlik's ``transactionEventCounter`` /
-``transactionLastEvent``; the simulator's canonical events; SharePlex's ``seq``/``size`` would
-do, but its gate is off for now: NOTES.md session 13), a
+``transactionLastEvent``, SharePlex's ``seq`` of ``size``; the simulator's canonical events), a
 batch applies only the transactions it holds every change of. The changes of a transaction
 that is still open at the end of the batch are written to ``<target>/_cdclake/held`` and
 applied by the batch that brings the rest, in this run or a later one.

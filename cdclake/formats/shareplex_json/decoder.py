@@ -228,10 +228,8 @@ class ShareplexJsonDecoder(Decoder):
         column_types="none (values are text: every column is a string)",
         position="meta.scn, meta.seq",
         transactions="meta.trans, seq of size (meta.idx)",
-        # seq/size bound a transaction, but with the gate on, the seed-0 scrambled ingest cut
-        # into 3 batches ends with one extra keyless row (NOTES.md session 13; cause not found):
-        # not gated until it is
-        transaction_bounds=False,
+        # seq of size: a batch applies a transaction once it holds every seq (transactions.py)
+        transaction_bounds=True,
         ddl=True,
         heartbeats=False,
         snapshot_marker="none",

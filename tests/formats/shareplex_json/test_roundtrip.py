@@ -17,8 +17,8 @@ import pytest
 from cdclake.formats.shareplex_json import ShareplexJsonEncoder
 from cdclake.simulate import Workload
 from tests.roundtrip import (
-    INGEST_CASES, check_round_trips, decode_property, decode_round_trip, decode_round_trips, ingest_case,
-    ingest_scrambled,
+    INGEST_CASES, assert_lake_matches, check_round_trips, decode_property, decode_round_trip, decode_round_trips,
+    expected_tables, ingest_case, ingest_scrambled, subset,
 )
 
 FMT = "shareplex-json"
@@ -135,14 +135,9 @@ def test_round_trip_property(spark, tmp_path_factory, seeds):
 
 
 def test_ingest_scrambled(spark, tmp_path):
-    # RESTRICTION: batches=1 (units shuffled and duplicated within one batch, then the whole
-    # input replayed). The two bugs that asked for it are fixed (the tests below), but this
-    # case cut into 3 batches still ends with one extra audit_log row (session 13, NOTES.md;
-    # not found yet). See tests.roundtrip.format_workload. The applier's semantics over many scrambled workloads:
-    # tests/apply/test_properties.py. The case is seed 0, on which the ingest property found
-    # both bugs (test_keyless_partial_update_replaces_the_row with seed=0, shuffle_seed=0,
-    # batches=1, duplicate=0.0; test_partial_update_before_its_row_in_an_earlier_batch with
-    # batches=2), under today's restrictions.
+    # seed 0, on which the ingest property found SharePlex's bugs (the tests below), cut into
+    # 3 batches and transactions held back by seq/size (the gate is on for SharePlex). The
+    # applier's semantics over many scrambled workloads: tests/apply/test_properties.py.
     ingest_case(spark, FMT, INGEST_CASES[FMT], tmp_path)
 
 
@@ -167,3 +162,31 @@ def test_keyless_partial_update_replaces_the_row(spark, tmp_path):
     ]
     assert b'"op":"upd"' in ShareplexJsonEncoder().encode(events).records[1][1]
     ingest_scrambled(spark, FMT, events, tmp_path, 0, batches=1, duplicate=0.0, replay_all=False)
+
+
+# found by the 3-batch scrambled ingest (seed 0, session 14; NOTES.md): the planning aggregate
+# counted only a full update's before image as a delete of the row it moves, not a partial
+# update's. A SharePlex upd is partial and carries the whole row before, so the applier
+# completes it into a full update that moves the keyless row and remembers the old image in
+# _cdclake/deletes; but the table's latest delete position (progress) did not move, so a later
+# batch bringing the row's older insert did not look at the deletes and the insert landed
+# again. The table must hold the updated row only.
+def test_keyless_update_before_its_insert_in_an_earlier_batch(spark, tmp_path):
+    from cdclake.pipeline import IngestConfig, ingest
+
+    row = {"MIO_LOG_ID": "1", "CNTR_NO": "a"}
+    events = [
+        event("c", after=row, t=1000, pk=None, tx=("t1", 1, 1)),
+        event("u", before=row, after={**row, "CNTR_NO": "b"}, t=2000, pk=None, tx=("t2", 1, 1)),
+    ]
+    enc = ShareplexJsonEncoder()
+    encoded = enc.encode(events)
+    assert b'"op":"upd"' in encoded.records[1][1]
+    target = tmp_path / "lake"
+    for k, idx in enumerate([[1], [0]]):  # the update first, its row's insert in the next batch
+        f = enc.write(subset(enc, encoded, idx), tmp_path / "in" / f"b{k}.jsonl")
+        s = ingest(spark, IngestConfig(format=FMT, inputs=[str(f)], target=str(target)))
+        assert (s.rejected, s.held_transactions) == (0, 0)
+    rows, schemas = expected_tables(enc, events)
+    assert rows == {"CL_BIZ1.MIO_LOG": [{**row, "CNTR_NO": "b"}]}
+    assert_lake_matches(spark, target, rows, schemas)
