@@ -384,6 +384,8 @@ def _status(args) -> int:
         console.print(_shown(f"heartbeat {h['source']}: {_utc(h['last_heartbeat_ms'])}"))
     held = f" ({st['held_events']} events, oldest held since {_utc(st['held_since_ms'])})" if st["held_transactions"] else ""
     console.print(f"transactions held back: {st['held_transactions']}{held}")
+    if st["timed_out_transactions"]:
+        console.print(f"transactions given up by the timeout (applied as they were): {st['timed_out_transactions']}")
     rejects = ", ".join(f"{k}={v}" for k, v in st["rejects"].items()) or "none"
     print(f"rejects: {rejects}")
     return 0
@@ -458,6 +460,8 @@ def _print_summary(s, quiet: bool) -> None:
     print(f"records in: {s.records_in}  decoded: {s.decoded}  rejected: {s.rejected}  events: {s.events}")
     if s.held_transactions:
         print(f"held back: {s.held_transactions} open transaction(s), {s.held_events} event(s), applied when the rest arrives")
+    if s.timed_out_transactions:
+        print(f"given up by the timeout: {s.timed_out_transactions} open transaction(s) applied as they were (--transaction-timeout-ms)")
 
 
 if __name__ == "__main__":

@@ -70,6 +70,8 @@ class IngestSummary:
     #: open transactions held back after the batch, and their events (:mod:`cdclake.apply.transactions`)
     held_transactions: int = 0
     held_events: int = 0
+    #: open transactions given up by the timeout in this run (their events applied as they were)
+    timed_out_transactions: int = 0
 
     def merge(self, other: "IngestSummary") -> None:
         self.records_in += other.records_in
@@ -80,6 +82,7 @@ class IngestSummary:
             self.reject_codes[k] = self.reject_codes.get(k, 0) + v
         self.tables.extend(other.tables)
         self.held_transactions, self.held_events = other.held_transactions, other.held_events  # the latest batch's
+        self.timed_out_transactions += other.timed_out_transactions
 
 
 def check_target(target: str, spark: SparkSession | None = None) -> str:
@@ -247,6 +250,7 @@ def ingest_batch(
         reject_task = [lambda: audit.write_rejects(flat.where(F.col("error_code").isNotNull()), decoder.name, target, txn)]
         if hold is not None:
             summary.held_transactions, summary.held_events = hold.transactions, hold.held_events
+            summary.timed_out_transactions = hold.timed_out
         if summary.events == 0 and not (hold is not None and hold.changed):
             if summary.rejected:
                 reject_task[0]()

@@ -27,7 +27,8 @@ def target_status(spark: SparkSession, target: str) -> dict:
         {"target": str, "tables": [{"table", "rows", "last_position", "last_event_time_ms",
           "lag_ms", "updated_at_ms", "delta_version", "sources"}], "heartbeats": [{"source", "last_heartbeat_ms"}],
          "rejects": {code: count}, "rejected": int, "held_transactions": int, "held_events": int,
-         "held_since_ms": int or None}
+         "held_since_ms": int or None, "timed_out_transactions": int (given up by the timeout, all
+         batches)}
 
     Raises:
         CdclakeError(INPUT_NOT_FOUND): ``target`` is not a folder that cdclake wrote.
@@ -85,4 +86,5 @@ def target_status(spark: SparkSession, target: str) -> dict:
         "held_transactions": held["held_transactions"],
         "held_events": held["held_events"],
         "held_since_ms": held["held_since_ms"],
+        "timed_out_transactions": held["timed_out_transactions"],
     }

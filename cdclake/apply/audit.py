@@ -55,7 +55,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from cdclake.apply.delta_table import ApplyResult, TableState
+from cdclake.apply.delta_table import ApplyResult, TableState, latest_version
 from cdclake.apply.plan import BatchPlan, order_key
 from cdclake.errors import CdclakeError
 from cdclake.model import EVENT_COLUMNS, SOURCE_RECORD_SCHEMA
@@ -77,12 +77,13 @@ PROGRESS_SCHEMA = (
     "last_event_time_ms bigint, last_heartbeat_ms bigint, updated_at_ms bigint, lag_ms bigint, "
     "delete_position array<decimal(38,0)>, truncate_position array<decimal(38,0)>, "
     "truncate_position_text string, rows bigint, delta_version bigint, held_transactions bigint, held_events bigint, held_version bigint, "
-    "held_since_ms bigint"
+    "held_since_ms bigint, timed_out_transactions bigint"
 )
 #: the progress columns of the target's own row (``source`` and ``table`` null): what the
-#: transaction gate holds back (:mod:`cdclake.apply.transactions`); absent in a table written
-#: before them (read as nothing held)
-HELD_FIELDS = ("held_transactions", "held_events", "held_version", "held_since_ms")
+#: transaction gate holds back (:mod:`cdclake.apply.transactions`) and how many open
+#: transactions it has given up by the timeout so far (applied as they were); absent in a
+#: table written before them (read as nothing held, none given up)
+HELD_FIELDS = ("held_transactions", "held_events", "held_version", "held_since_ms", "timed_out_transactions")
 SCHEMA_HISTORY_SCHEMA = (
     "table string, delta_version bigint, schema string, change string, ddl string, position string, recorded_at_ms bigint"
 )
@@ -271,6 +272,7 @@ class Progress:
         out = {f: row.get(f) for f in HELD_FIELDS}
         out["held_transactions"] = out["held_transactions"] or 0
         out["held_events"] = out["held_events"] or 0
+        out["timed_out_transactions"] = out["timed_out_transactions"] or 0
         return out
 
     def held_version(self) -> int | None:
@@ -329,7 +331,7 @@ def read_progress(spark: SparkSession, target: str) -> Progress:
         return cached
     if not DeltaTable.isDeltaTable(spark, path):
         return Progress(None, [])
-    version = DeltaTable.forPath(spark, path).history(1).select("version").first()[0]
+    version = latest_version(spark, path)
     rows = [r.asDict(recursive=False) for r in spark.read.format("delta").option("versionAsOf", version).load(path).collect()]
     _remember_progress(spark, path, version, rows)
     return Progress(version, rows)

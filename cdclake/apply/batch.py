@@ -35,7 +35,7 @@ from pyspark.sql import functions as F
 
 from cdclake import targets
 from cdclake.apply import audit, transactions
-from cdclake.apply.delta_table import ApplyResult, TableApply, TableState, prepare_table, write_table
+from cdclake.apply.delta_table import ApplyResult, TableApply, TableState, latest_version, prepare_table, write_table
 from cdclake.apply.plan import BatchPlan, plan_batch
 from cdclake.errors import CdclakeError, RejectCode
 
@@ -130,9 +130,7 @@ def versioned(spark: SparkSession, applied: TableApply, path: str) -> TableApply
     commit of this batch, or the one a replay found; one writer per target), read from the
     Delta log's newest commit (no Spark job)."""
     if applied.touched:
-        from delta.tables import DeltaTable
-
-        applied.result.delta_version = int(DeltaTable.forPath(spark, path).history(1).select("version").first()[0])
+        applied.result.delta_version = latest_version(spark, path)
     return applied
 
 
@@ -278,7 +276,8 @@ def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, p
             # see cdclake.apply.transactions)
             version = transactions.write_held(spark, target, hold, txn)
             held = {"held_transactions": hold.transactions, "held_events": hold.held_events,
-                    "held_version": version, "held_since_ms": hold.held_since_ms}
+                    "held_version": version, "held_since_ms": hold.held_since_ms,
+                    "timed_out_transactions": progress.held()["timed_out_transactions"] + hold.timed_out}
         with audit.txn_session(spark, txn):
             run_all(
                 [

@@ -445,6 +445,13 @@ def write_table(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_
     return out
 
 
+def latest_version(spark: SparkSession, path: str | None = None, table: DeltaTable | None = None) -> int:
+    """The newest commit version (int) of the Delta table at ``path`` (or of ``table``): read
+    from its log, no Spark job. Raises AnalysisException when ``path`` is not a Delta table."""
+    table = table if table is not None else DeltaTable.forPath(spark, path)
+    return int(table.history(1).select("version").first()[0])
+
+
 def _count_rows(spark: SparkSession, prep: Prepared) -> None:
     """Set the result's ``rows_now`` (counted again when the row count before is unknown) and,
     after a schema change, its ``schema`` and ``schema_version``."""
@@ -456,7 +463,7 @@ def _count_rows(spark: SparkSession, prep: Prepared) -> None:
     if result.schema_changes:
         detail = DeltaTable.forPath(spark, path)
         result.schema = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in detail.toDF().schema.fields if f.name not in SYSTEM_COLUMNS)
-        result.schema_version = detail.history(1).select("version").first()[0]
+        result.schema_version = latest_version(spark, table=detail)
 
 
 def apply_table(

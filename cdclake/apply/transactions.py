@@ -77,7 +77,6 @@ class Hold:
         :meth:`release`).
     held: the events held after the batch (EVENT_SCHEMA + ``held_at_ms``); None when none.
     transactions / held_events: how many open transactions and events are held after the batch.
-    released: held events of earlier batches applied in this one.
     held_since_ms: when the oldest held event was first held (None: nothing held).
     timed_out: open transactions given up (their events applied) by the timeout.
     changed: the held table must be written (something was held before or is now).
@@ -88,7 +87,6 @@ class Hold:
     held: DataFrame | None
     transactions: int = 0
     held_events: int = 0
-    released: int = 0
     held_since_ms: int | None = None
     timed_out: int = 0
     changed: bool = False
@@ -209,7 +207,6 @@ def gate(
     open_ids = [r["tx_id"] for r in txs if r["open"]]
     hold.transactions = len(open_ids)
     hold.held_events = sum(int(r["n"]) for r in txs if r["open"])
-    hold.released = sum(int(r["n_held"]) for r in txs if not r["open"])
     since = [int(r["held_at_ms"]) for r in txs if r["open"] and r["held_at_ms"] is not None]
     hold.held_since_ms = min(since) if since else (now_ms if open_ids else None)
     hold.changed = held_version is not None or bool(open_ids)
@@ -235,8 +232,7 @@ def write_held(spark: SparkSession, target: str, hold: Hold, txn=None) -> int:
     """Overwrite the held table with :attr:`Hold.held` (empty when nothing is held); returns the
     table's version after the write (its latest: one writer per target). Carries ``txn`` (a
     batch applied again writes nothing twice)."""
-    from delta.tables import DeltaTable
-
+    from cdclake.apply.delta_table import latest_version
     from cdclake.model import EVENT_SCHEMA
 
     path = f"{target}/{HELD}"
@@ -247,4 +243,4 @@ def write_held(spark: SparkSession, target: str, hold: Hold, txn=None) -> int:
     if txn is not None:
         writer = writer.option("txnAppId", txn.app_id).option("txnVersion", txn.version)
     writer.save(path)
-    return int(DeltaTable.forPath(spark, path).history(1).select("version").first()[0])
+    return latest_version(spark, path)

@@ -95,9 +95,11 @@ def test_a_transaction_the_source_moved_past_is_applied_as_it_is(spark, tmp_path
     apply(spark, tmp_path, [tx(ev("c", 1, row(1, "g1")), "G", 1, 2, ms=1_000),
                             tx(ev("c", 2, row(2, "h1")), "H", 1, 2, ms=50_000)], timeout=60_000)
     assert not (tmp_path / "db.t").exists()  # both held: no table yet
+    assert target_status(spark, str(tmp_path))["timed_out_transactions"] == 0
     apply(spark, tmp_path, [ev("c", 3, row(3, "later")) | {"event_time_ms": 70_000}], timeout=60_000)
     assert table(spark, tmp_path) == [(1, "g1", None), (3, "later", None)]
-    assert target_status(spark, str(tmp_path))["held_transactions"] == 1
+    st = target_status(spark, str(tmp_path))
+    assert (st["held_transactions"], st["timed_out_transactions"]) == (1, 1)  # H held, G given up
 
 
 def complete_so_far(events: list[dict], delivered: set[int]) -> list[dict]:
