@@ -64,7 +64,7 @@ EVENTS = 150
 ONCE_FAILED = {
     # extra audit_log rows: a partial update of a keyless table (fixed in session 13:
     # test_keyless_partial_update_replaces_the_row); the same workload in two batches:
-    # test_partial_update_before_its_row_in_an_earlier_batch (strict xfail)
+    # test_partial_update_before_its_row_in_an_earlier_batch (a test since session 13)
     "shareplex-json": Case(seed=0, shuffle_seed=0, batches=1, duplicate=0.0),
     # decode_value(text, None) in the oracle: NULLs of untyped TUPLE columns (the shape has none)
     "datahub-tuple": Case(seed=0, shuffle_seed=0, batches=1, duplicate=0.0),
