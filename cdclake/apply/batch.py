@@ -278,6 +278,10 @@ def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, p
             held = {"held_transactions": hold.transactions, "held_events": hold.held_events,
                     "held_version": version, "held_since_ms": hold.held_since_ms,
                     "timed_out_transactions": progress.held()["timed_out_transactions"] + hold.timed_out}
+        elif hold is not None and hold.timed_out:
+            # given up without anything held before or after (a re-delivered piece of an applied
+            # transaction): the held table stays as it is, the count moves
+            held = {**progress.held(), "timed_out_transactions": progress.held()["timed_out_transactions"] + hold.timed_out}
         with audit.txn_session(spark, txn):
             run_all(
                 [

@@ -100,6 +100,14 @@ def test_a_transaction_the_source_moved_past_is_applied_as_it_is(spark, tmp_path
     assert table(spark, tmp_path) == [(1, "g1", None), (3, "later", None)]
     st = target_status(spark, str(tmp_path))
     assert (st["held_transactions"], st["timed_out_transactions"]) == (1, 1)  # H held, G given up
+    # a re-delivered piece of G in a batch with nothing held before: open in this batch alone,
+    # given up at once (the source is far past it) and counted, though no held table changes
+    apply(spark, tmp_path, [ev("c", 4, row(4, "h-end")) | {"event_time_ms": 200_000}], timeout=60_000)  # H given up
+    apply(spark, tmp_path, [tx(ev("c", 1, row(1, "g1")), "G", 1, 2, ms=1_000),
+                            ev("c", 5, row(5, "now")) | {"event_time_ms": 300_000}], timeout=60_000)
+    assert table(spark, tmp_path) == [(1, "g1", None), (2, "h1", None), (3, "later", None), (4, "h-end", None), (5, "now", None)]
+    st = target_status(spark, str(tmp_path))
+    assert (st["held_transactions"], st["held_events"], st["timed_out_transactions"]) == (0, 0, 3)
 
 
 def complete_so_far(events: list[dict], delivered: set[int]) -> list[dict]:
