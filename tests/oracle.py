@@ -63,7 +63,12 @@ def replay(
             continue
         name = ".".join(p for p in (e["database"], e["schema"], e["table"]) if p)
         old_schema = schemas.get(name, {})
-        new_schema = {c["name"]: c["spark_type"] for c in e["columns"]} if e["columns"] is not None else dict(old_schema)
+        # a column whose type the event does not state (spark_type null: its value decides and
+        # is NULL, e.g. DTS DECIMAL) keeps the table's type, else is a string (the applier's rule)
+        new_schema = (
+            {c["name"]: c["spark_type"] or old_schema.get(c["name"], "string") for c in e["columns"]}
+            if e["columns"] is not None else dict(old_schema)
+        )
         if e["columns"] is None:  # a format without column types: columns seen in images are strings
             for img in (e.get("before"), e.get("after")):
                 for n in img or {}:

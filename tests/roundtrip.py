@@ -334,10 +334,9 @@ def assert_lake_matches(spark, target: Path, rows: dict, schemas: dict, history:
 
 
 def value_typed(col: dict) -> bool:
-    """dts-avro: columns whose DTS column type depends on the value: a record in which such a
-    column is NULL says nothing of its precision or charset, and the decoder gives it its
-    code's default (DECIMAL -> decimal(38,10), TEXT (BLOB code) -> binary, VARBINARY (VARCHAR
-    code) -> string)."""
+    """dts-avro: columns whose DTS column type depends on the value (DECIMAL: precision and
+    scale; the VARCHAR and BLOB codes: text or bytes by the charset): a record in which such a
+    column is NULL states no type (``spark_type`` null)."""
     t, src = (col["spark_type"] or "").lower(), (col["source_type"] or "").lower()
     return t.startswith("decimal") or t == "binary" or (t == "string" and "text" in src)
 
@@ -345,13 +344,15 @@ def value_typed(col: dict) -> bool:
 def typed_when_null(events: list[dict]) -> list[dict]:
     """``events`` without the columns whose type DTS loses on a NULL value (:func:`value_typed`).
 
-    A narrow restriction for the dts-avro scrambled ingests only: the shared oracle
-    (tests/oracle.replay) takes each event's columns as the table's schema, while the applier
-    widens a column over every type it has seen (decimal(10,2) and decimal(38,10) ->
-    decimal(38,10); binary and string -> string), so the two disagree on such tables whatever
-    the lake holds (see test_null_value_types_oracle_disagrees_with_applier in
-    tests/formats/dts_avro/test_roundtrip.py). The columns are removed from every event
-    (images, columns, keys are never among them), which keeps the stream consistent."""
+    A narrow restriction for the dts-avro scrambled ingests only. The applier types such a
+    column from the batch's other events, else keeps the table's type, and creates a column
+    that no event of its first batch types as ``string``; the shared oracle
+    (tests/oracle.replay) reads events one by one and does not know the batches, so it cannot
+    tell which of a table's first values leave the column untyped. Since session 15 the two
+    agree wherever a table's first event types the column
+    (test_a_null_decimal_keeps_the_column_type in tests/formats/dts_avro/test_roundtrip.py).
+    The columns are removed from every event (images, columns, keys are never among them),
+    which keeps the stream consistent."""
     out = []
     for e in events:
         drop = {c["name"] for c in e["columns"] or [] if value_typed(c)}
@@ -370,8 +371,8 @@ FORMATS = (
 )
 #: formats whose records carry no key: their ingests configure the workload's keys (--primary-key)
 KEYS_CONFIGURED = ("datahub-tuple", "debezium-json", "shareplex-json")
-#: at most this many batches per scrambled workload (shareplex-json, qlik-json: see format_workload)
-MAX_BATCHES = {"shareplex-json": 1, "qlik-json": 1}
+#: at most this many batches per scrambled workload (qlik-json: see format_workload)
+MAX_BATCHES = {"qlik-json": 1}
 #: events per scrambled workload (a Delta commit per table per batch makes them costly)
 SCRAMBLED_EVENTS = 80
 
@@ -401,16 +402,13 @@ def format_workload(fmt: str, seed: int, events: int = SCRAMBLED_EVENTS) -> list
       batches=1, duplicate=0.0). So no NULL values (simulator NULL_RATE = 0) and no DDL (ADD
       COLUMN leaves NULLs in existing rows; TUPLE topics have a fixed schema anyway, seed 000).
       The decode round trips keep NULLs.
-    * shareplex-json: one batch (:data:`MAX_BATCHES`: units shuffled and duplicated within it,
-      then the whole input replayed). Seeds 1 and 2 cut into 3 batches (shuffle seed + 7) end
-      with extra keyless audit_log rows, with the transaction gate on or off (session 14,
-      NOTES.md): seed 1's is an update from before an ADD COLUMN whose before image lacks the
-      new column, so it is not completed into a full update and does not move its row. A
-      partial update whose before image holds every column (SharePlex's ``key``) is applied as
-      a full one (test_keyless_partial_update_replaces_the_row,
-      test_partial_update_before_its_row_in_an_earlier_batch) and counts as a delete of the
-      row it moves (test_keyless_update_before_its_insert_in_an_earlier_batch); seed 0 cut
-      into 3 batches passes (test_seed_0_in_three_batches_holds_transactions).
+    * shareplex-json: none. (Until session 15 one batch: seeds 1 and 2 cut into 3 batches ended
+      with extra keyless audit_log rows, an update written before an ADD COLUMN whose before
+      image lacks the new column not moving its row; NOTES.md.) A partial update with a before
+      image is applied as a full one when that image holds every column, and always on a table
+      without a key (test_keyless_partial_update_replaces_the_row,
+      test_partial_update_before_its_row_in_an_earlier_batch), and counts as a delete of the row
+      it moves (test_keyless_update_before_its_insert_in_an_earlier_batch).
     """
     if fmt == "dts-avro":
         return typed_when_null(Workload(seed, events=events).generate().events)
@@ -461,20 +459,21 @@ INGEST_CASES = {
     # 9 units (a table's DTs between two MDs travel together; seeds without DDL have only 3)
     # (batches=3 failed here: the partial-update bug of format_workload's qlik-json entry)
     "qlik-json": Case(seed=25, shuffle_seed=26, batches=1, duplicate=0.3),
-    # seed 0: the workload on which the ingest property found SharePlex's bugs (tests in
-    # tests/formats/shareplex_json/test_roundtrip.py), one batch as the format allows today
-    # (its 3-batch cut is a test of its own there)
-    "shareplex-json": Case(seed=0, shuffle_seed=0, batches=1, duplicate=0.3),
+    # seed 1: the 3-batch cut that ended with extra keyless rows until session 15 (an update
+    # written before an ADD COLUMN); seed 0, on which the ingest property found SharePlex's
+    # other bugs, is the property's first example (tests/apply/test_properties.py)
+    "shareplex-json": Case(seed=1, shuffle_seed=8, batches=3, duplicate=0.3),
 }
 
 
-def ingest_case(spark, fmt: str, case: Case, tmp_path: Path) -> None:
+def ingest_case(spark, fmt: str, case: Case, tmp_path: Path) -> list:
     """The scrambled ingest of ``case`` for ``fmt`` (:func:`format_workload`, keys configured for
-    :data:`KEYS_CONFIGURED` formats), then the replay of every batch file in one ingest."""
+    :data:`KEYS_CONFIGURED` formats), then the replay of every batch file in one ingest. Returns
+    the first pass's ``IngestSummary`` per batch."""
     assert case.batches <= MAX_BATCHES.get(fmt, 3), f"{fmt}: {case.batches} batches (applier bug, see format_workload)"
     events = format_workload(fmt, case.seed)
     keys = keys_of(events, formats.get_encoder(fmt)) if fmt in KEYS_CONFIGURED else {}
-    ingest_scrambled(
+    return ingest_scrambled(
         spark, fmt, events, tmp_path, case.shuffle_seed, batches=case.batches, duplicate=case.duplicate, primary_keys=keys,
         replay="together",
     )
@@ -482,24 +481,27 @@ def ingest_case(spark, fmt: str, case: Case, tmp_path: Path) -> None:
 
 def ingest_scrambled(
     spark, fmt: str, events: list[dict], tmp_path: Path, seed: int, *, batches: int = 2, duplicate: float = 0.2,
-    replay_all: bool = True, replay: str = "files", **options,
-) -> None:
+    replay_all: bool = True, replay: str = "files", parts: list[list[int]] | None = None, **options,
+) -> list:
     """Encode ``events``, scramble them (seeded), ingest batch by batch with the pipeline, and
     assert the Delta tables equal the oracle; with ``replay_all``, ingest every batch again
     (``replay``: ``"files"`` one file per ingest as before, ``"together"`` all the files in one
-    ingest) and assert nothing changed."""
+    ingest) and assert nothing changed. ``parts`` (record indexes of the encoding, one list per
+    batch) replaces the scramble. Returns the first pass's ``IngestSummary`` per batch."""
     from cdclake.pipeline import IngestConfig, ingest
 
     enc = formats.get_encoder(fmt)
     encoded = enc.encode(events)
-    rnd = random.Random(seed)
-    parts = scramble(encoded, rnd, batches, duplicate)
+    if parts is None:
+        parts = scramble(encoded, random.Random(seed), batches, duplicate)
     files = [enc.write(subset(enc, encoded, idx), tmp_path / "in" / f"batch{k:03d}{SUFFIX[enc.file_kind]}") for k, idx in enumerate(parts)]
     target = tmp_path / "lake"
     cfg = dict(primary_keys=options.pop("primary_keys", {}), extra=options.pop("extra", {}))
+    summaries = []
     for f in files:
         s = ingest(spark, IngestConfig(format=fmt, inputs=[str(f)], target=str(target), **cfg))
         assert s.rejected == 0, f"{fmt}: rejects while ingesting {f.name}: {s.reject_codes}"
+        summaries.append(s)
     rows, schemas = expected_tables(enc, events)
     assert_lake_matches(spark, target, rows, schemas)
     if replay_all:
@@ -507,3 +509,4 @@ def ingest_scrambled(
             s = ingest(spark, IngestConfig(format=fmt, inputs=inputs, target=str(target), **cfg))
             assert s.rejected == 0, f"{fmt}: rejects while replaying {inputs}: {s.reject_codes}"
         assert_lake_matches(spark, target, rows, schemas)
+    return summaries

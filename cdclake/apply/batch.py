@@ -271,17 +271,20 @@ def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, p
             history.extend(audit.schema_history_rows(p.ddl, results.get(p.name), p.name))
         deletes = [a.deletes for a in applied if a.deletes is not None]
         held = None
-        if hold is not None and hold.changed:
-            # after every table, before the progress that names its version (exactly once:
-            # see cdclake.apply.transactions)
-            version = transactions.write_held(spark, target, hold, txn)
-            held = {"held_transactions": hold.transactions, "held_events": hold.held_events,
-                    "held_version": version, "held_since_ms": hold.held_since_ms,
-                    "timed_out_transactions": progress.held()["timed_out_transactions"] + hold.timed_out}
-        elif hold is not None and hold.timed_out:
-            # given up without anything held before or after (a re-delivered piece of an applied
-            # transaction): the held table stays as it is, the count moves
-            held = {**progress.held(), "timed_out_transactions": progress.held()["timed_out_transactions"] + hold.timed_out}
+        if hold is not None and (hold.changed or hold.timed_out):
+            before = progress.held()
+            given_up = before["timed_out_transactions"] + hold.timed_out
+            if hold.changed:
+                # after every table, before the progress that names its version (exactly once:
+                # see cdclake.apply.transactions)
+                version = transactions.write_held(spark, target, hold, txn)
+                held = {"held_transactions": hold.transactions, "held_events": hold.held_events,
+                        "held_version": version, "held_since_ms": hold.held_since_ms,
+                        "timed_out_transactions": given_up}
+            else:
+                # given up without anything held before or after (a re-delivered piece of an
+                # applied transaction): the held table stays as it is, the count moves
+                held = {**before, "timed_out_transactions": given_up}
         with audit.txn_session(spark, txn):
             run_all(
                 [

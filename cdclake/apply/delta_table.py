@@ -235,9 +235,10 @@ def evolve_table(
 
     First the batch DDL's column renames and drops (``plan.renames``/``plan.drops``, see
     :mod:`cdclake.apply.ddl`; column mapping is turned on for them, so neither rewrites data;
-    a key column is never dropped); then new columns are added; a column whose batch type is wider than its table type is widened
-    (in place where Delta's type widening allows, enabling the feature on the table first, else
-    by rewriting the table). A table written before one of :data:`META_COLUMNS` existed
+    a key column is never dropped); then new columns are added; a column whose batch type is
+    wider than its table type is widened (in place where Delta's type widening allows,
+    enabling the feature on the table first, else by rewriting the table); one of
+    ``plan.untyped`` (no event of the batch states its type) keeps its type. A table written before one of :data:`META_COLUMNS` existed
     (``_cdc_record``) gets it first, by ALTER (its rows read null there). Returns the table's
     source columns (name -> Spark type, table order) and human-readable schema changes (empty
     when nothing changed). ``columns``: the table's columns (:func:`_columns`) when the caller
@@ -275,7 +276,7 @@ def evolve_table(
     rewrite: dict[str, str] = {}
     in_place: dict[str, str] = {}
     for n, t in plan.columns.items():
-        if n in current:
+        if n in current and n not in plan.untyped:  # an untyped column keeps the table's type
             wide = T.widen(current[n], t)
             if wide != T.normalize(current[n]):
                 (in_place if T.can_widen_in_place(current[n], wide) else rewrite)[n] = wide
@@ -581,7 +582,8 @@ def change_rows(events: DataFrame, plan: TablePlan, columns: dict[str, str], tru
     ``pos`` array<decimal(38,0)>, ``_sub`` int, ``file``, ``line``, ``part``, ``off``),
     ``_pos_text`` string, ``_etime`` bigint (ms). Update halves are paired (a lone before half
     becomes a delete with ``_sub`` 0); a partial update whose before image holds every column
-    becomes a full one (its before image with the carried columns replaced); an update that
+    becomes a full one (its before image with the carried columns replaced), and so does every
+    partial update with a before image of a table without a key; an update that
     changes the key adds a delete of the old key's row (``_sub`` 0); truncates are left out, and so are changes not newer than
     ``truncate`` (``position.order`` values, None: keep all)."""
     key = plan.key or list(columns)
@@ -621,14 +623,18 @@ def change_rows(events: DataFrame, plan: TablePlan, columns: dict[str, str], tru
         # A partial update whose before image holds every column is a full one: its after image
         # is the before image with the carried columns replaced. It is then matched and moved
         # like a full update: on a table without a key (the whole before image is the match),
-        # and when it changes the key (the old key's row is deleted).
+        # and when it changes the key (the old key's row is deleted). On a table without a key
+        # every partial update with a before image is: that image is the row's identity, so a
+        # column it lacks (added by DDL after the change was written) reads as NULL, as in a
+        # full image.
         def has(n: str):
             c = F.expr(f"map_contains_key(before, {_lit(n)})")
             return c | F.expr(f"map_contains_key(before, {_lit(plan.renames[n])})") if n in plan.renames else c
 
         complete = (F.col("op") == "u") & F.col("present").isNotNull() & F.col("before").isNotNull()
-        for n in names:
-            complete = complete & has(n)
+        if plan.key:
+            for n in names:
+                complete = complete & has(n)
         whole = F.map_from_arrays(
             F.array(*[F.lit(n) for n in names]),
             F.array(*[F.when(carried(n), F.expr(value("after", n))).otherwise(F.expr(value("before", n))) for n in names]),

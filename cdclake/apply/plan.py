@@ -108,6 +108,10 @@ class TablePlan:
     """What one batch does to one target table.
 
     columns: source columns in first-seen order, name -> Spark type (widened over the batch).
+    untyped: the columns no event of the batch states a type for (every ``spark_type`` null:
+        a format whose type comes from the value, and every value was NULL, e.g. DTS DECIMAL,
+        DataHub TUPLE); ``columns`` has ``string`` for them, which is used only to create
+        the column: a column the table has keeps its type.
     key: key columns chosen for the table (configuration > message, whose key may be a producer row id the decoder chose); empty
         means "no key: match on the whole before image".
     counts: data events per op code (``c``, ``u``, ``d``, ``r``, ``t``) in the batch.
@@ -137,6 +141,7 @@ class TablePlan:
     schema: str | None
     table: str
     columns: dict[str, str] = field(default_factory=dict)
+    untyped: list[str] = field(default_factory=list)
     message_key: list[str] | None = None
     key: list[str] = field(default_factory=list)
     key_source: str = "none"
@@ -425,6 +430,8 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
                 if cand is not None:
                     t = T.normalize(cand) if t is None else T.widen(t, cand)
             p.columns[n] = t or "string"
+            if t is None:
+                p.untyped.append(n)
         p.ddl.sort(key=lambda d: order_key(d[0]))
         p.message_key = pk_best[k][1] if k in pk_best else None
         _choose_key(p, primary_keys)

@@ -384,6 +384,18 @@ def _remembered_keys_keep_microseconds():
     ]
 
 
+def _keyless_partial_update_before_its_insert_in_an_earlier_batch():
+    # a partial update whose before image holds every column is completed into a full one, which
+    # moves the keyless row (remembered in _cdclake/deletes); the table's delete position must
+    # move with it, or the row's older insert in a later batch lands again (found with SharePlex
+    # in session 14, whose upd was partial then)
+    nokey = dict(key=None)
+    return [
+        ([ev("u", 2, {"id": "1", "name": "b"}, row(1, "a"), present=["id", "name"], **nokey)], {"t": [(1, "b", None)]}),
+        ([ev("c", 1, row(1, "a"), **nokey)], {"t": [(1, "b", None)]}),
+    ]
+
+
 SCENARIOS = {
     "order": _greatest_position_wins_in_any_arrival_order,
     "ties": _equal_positions_keep_arrival_order,
@@ -402,6 +414,7 @@ SCENARIOS = {
     "ended": _table_dropped_or_truncated_by_ddl,
     "resnap": _snapshot_by_position_lands_after_a_delete_or_truncate,
     "microkey": _remembered_keys_keep_microseconds,
+    "keylesspart": _keyless_partial_update_before_its_insert_in_an_earlier_batch,
 }
 
 

@@ -50,7 +50,8 @@ Mapping to the canonical event (one record -> one event):
   integral number -> ``bigint`` (beyond the bigint range ``decimal(38,0)``), number with a
   fraction or exponent -> ``double``, string -> ``string``, ``true``/``false`` -> ``boolean``,
   object/array -> ``string`` holding the JSON text, null -> unknown (``spark_type`` null; the
-  applier uses the column's type from other rows, else ``string``). ``columns[].source_type`` is
+  applier uses the column's type from other rows of the batch, else keeps the table's, else
+  ``string``). ``columns[].source_type`` is
   ``json:integer|number|string|boolean|object|array|null``. The applier widens a column's types
   over the batch (``bigint`` and ``double`` -> ``double``; a number and a string -> ``string``).
   Consequences: DataHub ``TIMESTAMP`` values (µs since epoch as a number) land as ``bigint``;

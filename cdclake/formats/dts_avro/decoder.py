@@ -102,9 +102,14 @@ Mapping to the canonical event (one record -> zero or one event):
   charsets (gbk, gb18030, big5, sjis ...) need Spark's Java charsets and are decoded only when
   the session has ``spark.sql.legacy.javaCharsets=true`` and
   ``spark.sql.legacy.codingErrorAction=true`` (Spark 4.0's ``decode`` otherwise rejects them);
-  else the record is rejected with ``BAD_VALUE`` naming the charset. A column whose values are
-  all NULL gets the code's default type (decimal(38,10) for DECIMAL, as for a bare ``decimal``
-  in :func:`cdclake.formats.sqltypes.mysql_spark_type`; string for VARCHAR; binary for BLOB).
+  else the record is rejected with ``BAD_VALUE`` naming the charset. A column whose type the
+  value decides (DECIMAL: precision and scale; VARCHAR/STRING and BLOB codes: binary or text by
+  the charset; GEOMETRY; every column of a non-MySQL source) and whose values in the record are
+  all NULL (or EmptyObject) has ``spark_type`` null: not stated. The applier then takes the
+  type from the batch's other events, else keeps the table's (``TablePlan.untyped``); a column
+  new to the table that no event of the batch types is created as ``string``. (Until session
+  15 such a column got the code's default type, decimal(38,10) for DECIMAL, so one NULL
+  widened a decimal(10,2) column.)
 * Images: INSERT / INIT use ``afterImages``, DELETE ``beforeImages``, UPDATE both (the before
   image may be absent). Columns whose value is EmptyObject ``NONE`` are left out of the image;
   when the after image leaves any out, ``present`` lists the columns it carries (a partial
@@ -321,21 +326,25 @@ def _column_type_sql(c: str) -> str:
         f"coalesce(case when {c}.bb = {B_INT} then array_position({_INT_RANK}, {c}.bt) end, 1)) as int))"
     )
     code = f"{c}.code"
+    # no value tells the type (both NULL or EmptyObject): null, "not stated" (the applier takes
+    # the type from other events of the batch, else keeps the table's: TablePlan.untyped)
+    unknown = f"{hint_b} in ({B_NULL}, {B_EMPTY})"
     mysql = f"""(case
       when {_in(code, INT_CODES)} then (case when {ints} = 'string' then 'decimal(38,0)' else {ints} end)
-      when {_in(code, DECIMAL_CODES)} then (case when {hint_b} = {B_DEC} then {hint_t} else 'decimal(38,10)' end)
+      when {_in(code, DECIMAL_CODES)} then (case when {hint_b} = {B_DEC} then {hint_t} when {unknown} then null else 'decimal(38,10)' end)
       when {_in(code, FLOAT_CODES)} then 'double'
       when {code} = 6 then 'string'
       when {_in(code, TIMESTAMP_CODES)} then 'timestamp'
       when {_in(code, DATE_CODES)} then 'date'
       when {_in(code, TIME_CODES)} then 'string'
       when {code} = {YEAR_CODE} then 'int'
-      when {_in(code, STRING_CODES)} then (case when {hint_t} = 'binary' then 'binary' else 'string' end)
+      when {_in(code, STRING_CODES)} then (case when {hint_t} = 'binary' then 'binary' when {unknown} then null else 'string' end)
       when {_in(code, TEXT_CODES)} then 'string'
-      when {_in(code, BLOB_CODES)} then (case when {hint_b} in ({B_CHAR}, {B_TOBJ}) and {hint_t} = 'string' then 'string' else 'binary' end)
-      when {code} = {GEOMETRY_CODE} then (case when {hint_b} = {B_TGEO} then 'string' else 'binary' end)
+      when {_in(code, BLOB_CODES)} then (case when {hint_b} in ({B_CHAR}, {B_TOBJ}) and {hint_t} = 'string' then 'string'
+                                              when {unknown} then null else 'binary' end)
+      when {code} = {GEOMETRY_CODE} then (case when {hint_b} = {B_TGEO} then 'string' when {unknown} then null else 'binary' end)
       else coalesce({hint_t}, 'string') end)"""
-    other = f"(case when {hint_b} = {B_INT} then {ints} else coalesce({hint_t}, 'string') end)"
+    other = f"(case when {hint_b} = {B_INT} then {ints} else {hint_t} end)"
     return f"(case when is_mysql then {mysql} else {other} end)"
 
 

@@ -222,30 +222,28 @@ class _Column:
             return _parse_ts(text).strftime("%Y-%m-%d %H:%M:%S.%f")
         return text
 
-    def spark_type(self, after: str | None, before: str | None, has_after: bool, has_before: bool) -> str:
+    def spark_type(self, after: str | None, before: str | None, has_after: bool, has_before: bool) -> str | None:
         """The Spark type the decoder derives for this column in one record, from the value
-        it reads first (the after value when it is a value, else the before value)."""
+        it reads first (the after value when it is a value, else the before value); None (not
+        stated) for a column whose type the value decides when no value is there (DECIMAL,
+        and the VARCHAR and BLOB codes, whose charset tells text from bytes)."""
         hint = after if has_after and after is not None else (before if has_before else None)
         k = self.kind
         if k in ("int", "boolean"):
             values = (after if has_after else None, before if has_before else None)
             ranks = [_INT_RANK.index(_int_type(self.text(v))) for v in values if v is not None]
             return _INT_RANK[max(ranks, default=0)]
-        if k == "decimal":
-            if hint is not None and 1 <= self.precision <= 38 and 0 <= self.scale <= self.precision:
-                return f"decimal({self.precision},{self.scale})"
-            if hint is not None and self.precision > 38:
-                return "string"
-            return "decimal(38,10)"
         if k == "float":
             return "double"
-        if k == "text":
-            return "string" if hint is not None else "binary"
-        if k == "binary":
-            return "binary" if hint is not None else "string"
         if k in ("date", "timestamp"):
             return k
-        return "string"
+        if hint is None:
+            return None
+        if k == "decimal":
+            if 1 <= self.precision <= 38 and 0 <= self.scale <= self.precision:
+                return f"decimal({self.precision},{self.scale})"
+            return "string" if self.precision > 38 else "decimal(38,10)"
+        return "binary" if k == "binary" else "string"
 
 
 def _datetime(year, month, day, hour=None, minute=None, second=None, micros=None) -> dict:
@@ -377,13 +375,15 @@ class DtsAvroEncoder(Encoder):
             a = after.get(c.name) if after is not None else None
             b = before.get(c.name) if before is not None else None
             t = c.spark_type(a, b, in_after[c.name], in_before[c.name])
-            m = _DEC.match(t)
+            m = _DEC.match(t) if t is not None else None
             columns.append({
                 "name": c.name, "source_type": MYSQL_TYPES[c.code], "spark_type": t,
                 "precision": int(m.group(1)) if m else None, "scale": int(m.group(2)) if m else None, "nullable": None,
             })  # fmt: skip
             declared = (c.col.get("spark_type") or "string").strip().lower()
-            if declared != t:
+            if t is None:
+                drops[f"column types: {declared} not stated by a NULL value"] += 1
+            elif declared != t:
                 drops[f"column types: {declared} read back as {t}"] += 1
         carried.update(
             op=op,
