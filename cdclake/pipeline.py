@@ -178,8 +178,9 @@ def ingest_batch(
     ``tx_timeout_ms``: as :class:`IngestConfig`.
 
     Formats that carry transaction boundaries (and a target that holds events) go through the
-    transaction gate first (:func:`cdclake.apply.transactions.gate`): its aggregate counts the
-    records and finds the open transactions; the plan then runs over the events to apply.
+    transaction gate first (:func:`cdclake.apply.transactions.gate`): the same planning
+    aggregate, with a set per transaction, finds the open transactions; only a batch that holds
+    something back plans again, over the events to apply.
 
     Spark work per batch: the decoder's parse stage (cached, with its signature aggregate),
     then the decoded records flattened to one row per event or reject (cached once: the batch's
@@ -219,14 +220,13 @@ def ingest_batch(
         try:
             held_version = audit.read_progress(spark, target).held_version()
             if decoder.capabilities.transaction_bounds or held_version is not None:
-                # the transaction gate's aggregate counts the records too; the plan then runs
-                # over the events to apply (cdclake.apply.transactions)
+                # the transaction gate's grouping is a set of the planning aggregate, which
+                # counts the records too (cdclake.apply.transactions)
                 hold = transactions.gate(
                     spark, flat.where(F.col("e").isNotNull()).select("e.*"), target, held_version, audit.now_ms(),
-                    flat=flat, timeout_ms=tx_timeout_ms,
+                    flat=flat, timeout_ms=tx_timeout_ms, primary_keys=options.primary_keys,
                 )
-                plan = plan_batch(hold.events, options.primary_keys)
-                plan.records = hold.records
+                plan = hold.plan
             else:
                 # the batch's one planning aggregate, over the flat rows: it also counts records
                 # and events per error code (and materialises the cache)

@@ -206,7 +206,10 @@ def apply_batch(
     progress = audit.read_progress(spark, target)
     batch_events = events  # the changelog's: the batch's own events, held ones included
     if hold is None and plan is None and (gate or progress.held_version() is not None):
-        hold = transactions.gate(spark, events, target, progress.held_version(), audit.now_ms(), timeout_ms=tx_timeout_ms)
+        hold = transactions.gate(
+            spark, events, target, progress.held_version(), audit.now_ms(), timeout_ms=tx_timeout_ms, primary_keys=primary_keys
+        )
+        plan = hold.plan
     try:
         return _apply(spark, batch_events, hold.events if hold is not None else events, target, primary_keys, txn,
                       side_tasks, plan, fmt, max_columns, scd_type, hold, progress)

@@ -13,7 +13,10 @@ The aggregate is one ``GROUPING SETS`` query over the events (EVENT_SCHEMA):
   own column list (data and DDL events) and ``keys`` the key set of its image (data events):
   one row per distinct column declaration of a table (a handful per batch, not per event);
 * set ``source``: ``(source, database, schema, table)``: last position, event time and
-  heartbeat per source and table, for the progress table.
+  heartbeat per source and table, for the progress table;
+* with ``records``, set ``error_code``: records and events per reject code (null: decoded);
+* in a gated batch, set ``tx``: per transaction, what the transaction gate decides on
+  (:mod:`cdclake.apply.transactions`), so a gated batch needs no aggregate of its own.
 """
 
 from __future__ import annotations
@@ -218,11 +221,22 @@ def _sql_str(s: str) -> str:
     return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def summarize(events: DataFrame, primary_keys: dict[str, list[str]] | None = None, records: bool = False) -> list:
+def summarize(
+    events: DataFrame, primary_keys: dict[str, list[str]] | None = None, records: bool = False, transactions: bool = False
+) -> list:
     """Run the batch's one planning aggregate over ``events`` (EVENT_SCHEMA); returns its rows
     (see the module docstring; ``by_table`` is 1 on rows of the set ``table``, 0 on rows of ``source``).
     ``primary_keys`` (as for :func:`plan_batch`) names the key column whose range is measured
-    (:class:`KeyStats`). ``records``: see :func:`plan_batch`."""
+    (:class:`KeyStats`). ``records``: see :func:`plan_batch`; a row whose ``pos`` is -1 (a held
+    event, see ``transactions``) is counted as neither a record nor an event.
+
+    ``transactions``: the transaction gate's grouping in the same query
+    (:mod:`cdclake.apply.transactions`): ``events`` also have ``from_held`` (boolean) and
+    ``held_at_ms`` (bigint), and a set ``tx`` adds one row per transaction (``by_tx`` 0; 1 on
+    every other row): ``tx``, ``open`` (the transaction is still open, before the timeout),
+    ``n_seq``, ``size``, ``last_seq``, ``begun``, ``ended``, ``said_last``, ``said_not_last``,
+    ``n_tx`` (its events), ``n_held`` (of them from the held table), ``held_at_ms`` (least) and
+    ``last_event_time_ms``. Only transactions that are open or have held events are returned."""
     is_data = F.col("kind") == "data"
     tabled = F.col("table").isNotNull() & F.col("kind").isin("data", "ddl")
     op = F.col("op")
@@ -232,8 +246,19 @@ def summarize(events: DataFrame, primary_keys: dict[str, list[str]] | None = Non
     by_position = F.col("format").isin(*snapshot_position_formats())
     rank = F.when((op == "r") & ~by_position, 0).otherwise(1)
     has_event = F.col("kind").isNotNull()
+    tx_cols = []
+    if transactions:
+        in_tx = F.col("tx_id").isNotNull() & F.col("kind").isin("data", "ddl", "tx_begin", "tx_end")
+        seq = F.coalesce(F.col("tx_seq").cast("string"), F.col("position.text"))
+        tx_cols = [
+            F.when(in_tx, F.col("tx_id")).alias("tx"),
+            # a change's place in its transaction (tx_seq, else its position): counted distinct
+            F.when(in_tx & F.col("kind").isin("data", "ddl"), seq).alias("tx_change"),
+            "tx_seq", "tx_size", "tx_last", "from_held", "held_at_ms",
+        ]
     df = events.select(
         *(["error_code", "pos"] if records else []),
+        *tx_cols,
         "database",
         "schema",
         "table",
@@ -316,10 +341,34 @@ def summarize(events: DataFrame, primary_keys: dict[str, list[str]] | None = Non
         by.append(F.col("error_code"))
         aggs += [
             F.count_if(F.col("pos").isNull() | (F.col("pos") == 0)).alias("n_records"),
-            F.count("kind").alias("n_events"),
+            F.count_if(has_event & (F.coalesce(F.col("pos"), F.lit(0)) >= 0)).alias("n_events"),
             F.grouping("error_code").alias("by_code"),
         ]
-    return df.groupingSets(sets, *by).agg(*aggs).collect()
+    if not transactions:
+        return df.groupingSets(sets, *by).agg(*aggs).collect()
+    from cdclake.apply.transactions import open_condition
+
+    sets.append([F.col("tx")])
+    by.append(F.col("tx"))
+    aggs += [
+        F.size(F.collect_set("tx_change")).alias("n_seq"),
+        F.max("tx_size").alias("size"),
+        F.max(F.when(F.col("tx_last"), F.col("tx_seq"))).alias("last_seq"),
+        F.max(F.col("kind") == "tx_begin").alias("begun"),
+        F.max(F.col("kind") == "tx_end").alias("ended"),
+        F.max(F.col("tx_last")).alias("said_last"),
+        F.max(~F.col("tx_last")).alias("said_not_last"),
+        F.count_if(has_event).alias("n_tx"),
+        F.count_if(F.col("from_held")).alias("n_held"),
+        F.min("held_at_ms").alias("held_at_ms"),
+        F.grouping("tx").alias("by_tx"),
+    ]
+    out = df.groupingSets(sets, *by).agg(*aggs)
+    is_tx = (F.col("by_tx") == 0) & F.col("tx").isNotNull()
+    out = out.select("*", F.when(is_tx, open_condition()).alias("open"))
+    # a transaction's row matters when it is open or has held events; the tx set's row of the
+    # events outside transactions (tx null) does not
+    return out.where((F.col("by_tx") == 1) | (is_tx & (F.col("open") | (F.col("n_held") > 0)))).collect()
 
 
 def plan_batch(events: DataFrame, primary_keys: dict[str, list[str]] | None = None, records: bool = False) -> BatchPlan:
@@ -355,6 +404,8 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
     by_source: dict[str | None, list[dict]] = {}
     records: dict[str | None, tuple[int, int]] = {}
     for r in rows:
+        if r.get("by_tx", 1) == 0:  # set ``tx``: the transaction gate's (cdclake.apply.transactions)
+            continue
         if r.get("by_code", 1) == 0:  # set ``error_code``: record and event counts
             records[r["error_code"]] = (int(r["n_records"]), int(r["n_events"]))
             continue

@@ -32,9 +32,10 @@ false; README "Transactions"). No format here marks rolled-back work: MySQL writ
 committed transactions to the binlog, and a DTS ROLLBACK record ends a transaction whose
 changes to non-transactional tables stayed (see the DTS decoder).
 
-Costs: one aggregate over the batch's events (and the held ones) per gated batch, which also
-counts the batch's records (so the plan's aggregate then runs over the events to apply only);
-the held table is read only when the progress table says it holds events, at the version it
+Costs: none of its own in a batch where no transaction stays open: the gate's grouping (per
+transaction) is a set of the plan's one aggregate (:func:`cdclake.apply.plan.summarize`), run
+over the batch's events and the held ones, which also counts the batch's records. A batch that
+holds something back plans again over the events to apply (a second aggregate). The held table is read only when the progress table says it holds events, at the version it
 names; it is written (one overwrite) in a batch that held something before or holds something now.
 
 Exactly once: the held table is written after every target table and before the progress
@@ -60,6 +61,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from cdclake.apply import plan as plan_mod
 from cdclake.model import EVENT_COLUMNS
 
 HELD = "_cdclake/held"
@@ -81,6 +83,8 @@ class Hold:
     timed_out: open transactions given up (their events applied) by the timeout.
     changed: the held table must be written (something was held before or is now).
     records: per error code, ``(records, events)`` of the batch (when the gate counted them).
+    plan: the plan of :attr:`events` (:class:`cdclake.apply.plan.BatchPlan`, its ``records``
+        set to :attr:`records`).
     """
 
     events: DataFrame
@@ -91,6 +95,7 @@ class Hold:
     timed_out: int = 0
     changed: bool = False
     records: dict[str | None, tuple[int, int]] = field(default_factory=dict)
+    plan: "plan_mod.BatchPlan | None" = None
     cached: list[DataFrame] = field(default_factory=list)
 
     def release(self) -> None:
@@ -109,58 +114,6 @@ def open_condition():
     return F.when(expected.isNotNull(), F.col("n_seq") < expected).otherwise(unsized)
 
 
-def summarize(src: DataFrame) -> list:
-    """The gate's one aggregate (one ``GROUPING SETS`` query, one shuffle) over ``src``: the
-    batch's events and the held ones (EVENT_SCHEMA plus ``from_held`` boolean, ``held_at_ms``,
-    ``error_code`` and ``pos`` as the flat rows of a batch have them: ``pos`` null for a record
-    without events, -1 for a held event). Rows, told apart by ``g_tx`` / ``g_code`` (0: the
-    row is of that grouping):
-
-    * per transaction whose state matters (open, or with held events): ``tx_id``, ``open``,
-      ``n`` (events), ``n_held`` (of them from the held table), ``held_at_ms`` (least),
-      ``last_time`` (its newest event time, ms);
-    * per error code (null: decoded): ``n_records``, ``n_events`` (of the batch, held events
-      not counted);
-    * one row over everything: ``last_time``, the newest event time (the timeout's horizon).
-    """
-    change = F.col("kind").isin("data", "ddl")
-    seq = F.coalesce(F.col("tx_seq").cast("string"), F.col("position.text"))
-    in_tx = F.col("tx_id").isNotNull() & F.col("kind").isin("data", "ddl", "tx_begin", "tx_end")
-    df = src.select("*", F.when(in_tx, F.col("tx_id")).alias("tx"))
-    sets = [[F.col("tx")], [F.col("error_code")], []]
-    by = [F.col("tx"), F.col("error_code")]
-    batch_row = ~F.col("from_held")
-    aggs = [
-        F.size(F.collect_set(F.when(change, seq))).alias("n_seq"),
-        F.max("tx_size").alias("size"),
-        F.max(F.when(F.col("tx_last"), F.col("tx_seq"))).alias("last_seq"),
-        F.max(F.col("kind") == "tx_begin").alias("begun"),
-        F.max(F.col("kind") == "tx_end").alias("ended"),
-        F.max(F.col("tx_last")).alias("said_last"),
-        F.max(~F.col("tx_last")).alias("said_not_last"),
-        F.count_if(F.col("kind").isNotNull()).alias("n"),
-        F.count_if(F.col("from_held")).alias("n_held"),
-        F.min("held_at_ms").alias("held_at_ms"),
-        F.max("event_time_ms").alias("last_time"),
-        F.count_if(batch_row & (F.col("pos").isNull() | (F.col("pos") == 0))).alias("n_records"),
-        F.count_if(batch_row & F.col("kind").isNotNull()).alias("n_events"),
-        F.grouping("tx").alias("g_tx"),
-        F.grouping("error_code").alias("g_code"),
-    ]
-    out = df.groupingSets(sets, *by).agg(*aggs).select(
-        "*", F.when((F.col("g_tx") == 0) & F.col("tx").isNotNull(), open_condition()).alias("open")
-    )
-    keep = (
-        ((F.col("g_tx") == 0) & F.col("tx").isNotNull() & (F.col("open") | (F.col("n_held") > 0)))
-        | (F.col("g_code") == 0)
-        | ((F.col("g_tx") == 1) & (F.col("g_code") == 1))
-    )
-    return out.where(keep).select(
-        F.col("tx").alias("tx_id"), "open", "n", "n_held", "held_at_ms", "last_time", "error_code", "n_records",
-        "n_events", "g_tx", "g_code",
-    ).collect()
-
-
 def read_held(spark: SparkSession, target: str, version: int) -> DataFrame:
     """The held table of ``target`` at ``version`` (EVENT_SCHEMA + ``held_at_ms``)."""
     return spark.read.format("delta").option("versionAsOf", version).load(f"{target}/{HELD}")
@@ -174,15 +127,23 @@ def gate(
     now_ms: int,
     flat: DataFrame | None = None,
     timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    primary_keys: dict[str, list[str]] | None = None,
 ) -> Hold:
-    """Split a batch's ``events`` (EVENT_SCHEMA) into what to apply now and what to hold.
+    """Split a batch's ``events`` (EVENT_SCHEMA) into what to apply now and what to hold, and
+    plan what is applied (:attr:`Hold.plan`).
 
     ``held_version``: the held table's version to read (from the progress table), None when
     nothing is held. ``flat``: the batch's flat rows (``error_code``, ``pos``, ``e``: the event
     struct, null for a reject), to count records per error code in the same aggregate
-    (:attr:`Hold.records`); ``events`` are then its events. ``timeout_ms``: see the module
-    docstring. One aggregate (:func:`summarize`); the events to apply are persisted and
-    materialised by the plan that reads them next."""
+    (:attr:`Hold.records`, also the plan's ``records``); ``events`` are then its events.
+    ``timeout_ms``: see the module docstring. ``primary_keys``: as for
+    :func:`cdclake.apply.plan.plan_batch`.
+
+    One aggregate: the plan's (:func:`cdclake.apply.plan.summarize` with its ``tx`` set) over
+    the batch's events and the held ones. When no transaction stays open, its table and source
+    rows are the plan of what is applied (the batch's events and the released held ones). When
+    one does, the events to apply are persisted (a broadcast anti-join with the open ids) and
+    planned by a second aggregate, which also materialises them."""
     extra = [F.lit(False).alias("from_held"), F.lit(None).cast("bigint").alias("held_at_ms")]
     batch = events.select(*EVENT_COLUMNS, *extra)
     if flat is not None:
@@ -193,24 +154,32 @@ def gate(
         held_before = read_held(spark, target, held_version).select(*EVENT_COLUMNS, F.lit(True).alias("from_held"), "held_at_ms")
         batch = batch.unionByName(held_before)
         src = src.unionByName(held_before.select("*", F.lit(None).cast("string").alias("error_code"), F.lit(-1).alias("pos")))
-    rows = summarize(src)
+    rows = [r.asDict(recursive=False) for r in plan_mod.summarize(src, primary_keys, records=True, transactions=True)]
     hold = Hold(events=events, held=None)
-    for r in rows:
-        if r["g_code"] == 0 and flat is not None:
-            hold.records[r["error_code"]] = (int(r["n_records"]), int(r["n_events"]))
-    horizon = next((r["last_time"] for r in rows if r["g_tx"] == 1 and r["g_code"] == 1), None)
-    txs = [r.asDict() for r in rows if r["g_tx"] == 0]
+    if flat is not None:
+        hold.records = {r["error_code"]: (int(r["n_records"]), int(r["n_events"])) for r in rows if r["by_code"] == 0}
+    # the newest event time of everything (heartbeats too): the timeout's horizon
+    times = [r["last_event_time_ms"] for r in rows if r["by_tx"] == 1 and r["by_table"] == 0 and r["last_event_time_ms"] is not None]
+    horizon = max(times) if times else None
+    txs = [r for r in rows if r["by_tx"] == 0]
     for r in txs:
-        if r["open"] and horizon is not None and r["last_time"] is not None and horizon - r["last_time"] > timeout_ms:
+        last = r["last_event_time_ms"]
+        if r["open"] and horizon is not None and last is not None and horizon - last > timeout_ms:
             r["open"] = False  # given up: the source moved on
             hold.timed_out += 1
-    open_ids = [r["tx_id"] for r in txs if r["open"]]
+    open_ids = [r["tx"] for r in txs if r["open"]]
     hold.transactions = len(open_ids)
-    hold.held_events = sum(int(r["n"]) for r in txs if r["open"])
+    hold.held_events = sum(int(r["n_tx"]) for r in txs if r["open"])
     since = [int(r["held_at_ms"]) for r in txs if r["open"] and r["held_at_ms"] is not None]
     hold.held_since_ms = min(since) if since else (now_ms if open_ids else None)
     hold.changed = held_version is not None or bool(open_ids)
-    if not hold.changed:
+    if not open_ids:
+        # everything is applied: the aggregate's table and source rows are its plan
+        hold.plan = plan_mod.build_plan([r for r in rows if r["by_tx"] == 1], primary_keys)
+        if held_version is not None:
+            hold.events = batch.select(*EVENT_COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)
+            hold.cached.append(hold.events)
+        hold.plan.records = hold.records
         return hold
     # the open ids by a broadcast join; the result keeps no relation alias (a later
     # ``e.kind`` of the applier must name its own struct column, not this join's side)
@@ -221,10 +190,11 @@ def gate(
     apply = marked.where(~F.col("open") & F.col("kind").isNotNull()).select(*EVENT_COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)
     hold.events = apply
     hold.cached.append(apply)
-    if open_ids:
-        hold.held = marked.where(F.col("open")).select(
-            *EVENT_COLUMNS, F.coalesce(F.col("held_at_ms"), F.lit(now_ms)).alias("held_at_ms")
-        )
+    hold.held = marked.where(F.col("open")).select(
+        *EVENT_COLUMNS, F.coalesce(F.col("held_at_ms"), F.lit(now_ms)).alias("held_at_ms")
+    )
+    hold.plan = plan_mod.plan_batch(apply, primary_keys)
+    hold.plan.records = hold.records
     return hold
 
 

@@ -13,13 +13,13 @@ import pytest
 from cdclake.errors import CdclakeError
 from cdclake.model import EVENT_SCHEMA
 from cdclake.pipeline import apply_events
-from tests.apply.test_semantics import carries_transactions, ev, row
+from tests.apply.test_semantics import ev, row
 from tests.readers import assert_delta_rs_reads_like_spark
 
 
 def apply(spark, target, events, scd_type=2):
     df = spark.createDataFrame(events, EVENT_SCHEMA)
-    return {r.table: r for r in apply_events(spark, df, str(target), None, scd_type=scd_type, gate=carries_transactions(events))}
+    return {r.table: r for r in apply_events(spark, df, str(target), None, scd_type=scd_type)}
 
 
 def history(spark, target, name):

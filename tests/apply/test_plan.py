@@ -62,6 +62,16 @@ def test_null_type_counts_only_when_no_declaration_has_one():
     ]
     [p] = build_plan(rows).tables
     assert p.columns == {"a": "bigint", "b": "string"}
+    assert p.untyped == ["b"]  # created as string; a table that has it keeps its type
+
+
+def test_rows_of_the_transaction_set_are_the_gates():
+    # a gated batch's aggregate also has one row per transaction (by_tx 0): not a table's
+    # (whatever else the row holds)
+    tx = {**table_row(None, ["b"], n_c=5), "by_tx": 0, "tx": "t1", "open": True, "n_tx": 5}
+    plan = build_plan([{**table_row([col("a", "int")], ["a"], n_c=1), "by_tx": 1}, tx])
+    [p] = plan.tables
+    assert (p.name, list(p.columns), p.counts["c"]) == ("db.t", ["a"], 1)
 
 
 def test_key_configuration_then_message_then_whole_image():

@@ -32,15 +32,9 @@ def row(i, name, amount=None):
     return {"id": str(i), "name": name, "amount": amount}
 
 
-def carries_transactions(events: list[dict]) -> bool:
-    """Whether some event names a transaction: only then is the transaction gate run (its
-    aggregate is one Spark job more per apply)."""
-    return any(e.get("tx_id") is not None for e in events)
-
-
 def apply(spark, target, events, **kw):
     df = spark.createDataFrame(events, EVENT_SCHEMA)
-    return apply_events(spark, df, str(target), kw.get("primary_keys"), gate=carries_transactions(events))
+    return apply_events(spark, df, str(target), kw.get("primary_keys"))
 
 
 def table(spark, target, name="db.t"):

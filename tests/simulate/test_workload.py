@@ -259,9 +259,8 @@ def cols(*spec: str) -> list[dict]:
 def apply_batches(spark, target, *batches: list[dict]) -> None:
     from cdclake.pipeline import apply_events
 
-    for b in batches:  # hand events carry no transaction: no gate
-        assert not any(e["tx_id"] for e in b)
-        apply_events(spark, spark.createDataFrame(b, EVENT_SCHEMA), str(target), gate=False)
+    for b in batches:
+        apply_events(spark, spark.createDataFrame(b, EVENT_SCHEMA), str(target))
 
 
 def test_truncate_without_columns_alone_in_its_batch(spark, tmp_path):
