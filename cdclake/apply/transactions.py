@@ -150,13 +150,27 @@ def gate(
         src = flat.select("error_code", "pos", "e.*", *extra)
     else:
         src = batch.select("*", F.lit(None).cast("string").alias("error_code"), F.lit(0).alias("pos"))
+    hold = Hold(events=events, held=None)
     if held_version is not None:
-        held_before = read_held(spark, target, held_version).select(*EVENT_COLUMNS, F.lit(True).alias("from_held"), "held_at_ms")
+        # cached: the aggregate reads it, then the events to apply (and the new held rows)
+        held_before = read_held(spark, target, held_version).select(
+            *EVENT_COLUMNS, F.lit(True).alias("from_held"), "held_at_ms"
+        ).persist(StorageLevel.MEMORY_AND_DISK)
+        hold.cached.append(held_before)
         batch = batch.unionByName(held_before)
         src = src.unionByName(held_before.select("*", F.lit(None).cast("string").alias("error_code"), F.lit(-1).alias("pos")))
+    try:
+        return _decide(spark, hold, src, batch, held_version, now_ms, flat is not None, timeout_ms, primary_keys)
+    except BaseException:
+        hold.release()
+        raise
+
+
+def _decide(spark, hold: Hold, src: DataFrame, batch: DataFrame, held_version, now_ms: int, counted: bool, timeout_ms: int,
+            primary_keys) -> Hold:
+    """:func:`gate` after its inputs are built: the aggregate, the decision, the plan."""
     rows = [r.asDict(recursive=False) for r in plan_mod.summarize(src, primary_keys, records=True, transactions=True)]
-    hold = Hold(events=events, held=None)
-    if flat is not None:
+    if counted:
         hold.records = {r["error_code"]: (int(r["n_records"]), int(r["n_events"])) for r in rows if r["by_code"] == 0}
     # the newest event time of everything (heartbeats too): the timeout's horizon
     times = [r["last_event_time_ms"] for r in rows if r["by_tx"] == 1 and r["by_table"] == 0 and r["last_event_time_ms"] is not None]
