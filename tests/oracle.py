@@ -12,6 +12,13 @@ from decimal import Decimal
 from cdclake.simulate import SimResult, encode_value
 
 
+def untyped(source_type: str | None) -> str:
+    """The type of a new column no value typed, by its source type name (DTS codes): DECIMAL ->
+    decimal(38,10), BLOB / GEOMETRY -> binary, else string."""
+    name = (source_type or "").upper()
+    return "decimal(38,10)" if "DECIMAL" in name else "binary" if ("BLOB" in name or "GEOMETRY" in name) else "string"
+
+
 def decode_value(text: str | None, spark_type: str):
     """Canonical text -> typed Python value (the inverse of encode_value, written apart)."""
     if text is None:
@@ -64,9 +71,9 @@ def replay(
         name = ".".join(p for p in (e["database"], e["schema"], e["table"]) if p)
         old_schema = schemas.get(name, {})
         # a column whose type the event does not state (spark_type null: its value decides and
-        # is NULL, e.g. DTS DECIMAL) keeps the table's type, else is a string (the applier's rule)
+        # is NULL, e.g. DTS DECIMAL) keeps the table's type, else takes its source type name's
         new_schema = (
-            {c["name"]: c["spark_type"] or old_schema.get(c["name"], "string") for c in e["columns"]}
+            {c["name"]: c["spark_type"] or old_schema.get(c["name"]) or untyped(c["source_type"]) for c in e["columns"]}
             if e["columns"] is not None else dict(old_schema)
         )
         if e["columns"] is None:  # a format without column types: columns seen in images are strings

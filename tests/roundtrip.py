@@ -345,8 +345,9 @@ def typed_when_null(events: list[dict]) -> list[dict]:
     """``events`` without the columns whose type DTS loses on a NULL value (:func:`value_typed`).
 
     A narrow restriction for the dts-avro scrambled ingests only. The applier types such a
-    column from the batch's other events, else keeps the table's type, and creates a column
-    that no event of its first batch types as ``string``; the shared oracle
+    column from the batch's other events, else keeps the table's type, and gives a column
+    that no event of its first batch types its code's default (decimal(38,10) for DECIMAL); the
+    shared oracle
     (tests/oracle.replay) reads events one by one and does not know the batches, so it cannot
     tell which of a table's first values leave the column untyped. Since session 15 the two
     agree wherever a table's first event types the column

@@ -28,6 +28,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.apply import types as T
+from cdclake.formats.sqltypes import untyped_spark_type
 from cdclake.model import qualified_name
 
 #: a position as the driver compares it: ``position.order`` (decimals, compared like Spark
@@ -113,8 +114,9 @@ class TablePlan:
     columns: source columns in first-seen order, name -> Spark type (widened over the batch).
     untyped: the columns no event of the batch states a type for (every ``spark_type`` null:
         a format whose type comes from the value, and every value was NULL, e.g. DTS DECIMAL,
-        DataHub TUPLE); ``columns`` has ``string`` for them, which is used only to create
-        the column: a column the table has keeps its type.
+        DataHub TUPLE); ``columns`` has :func:`cdclake.formats.sqltypes.untyped_spark_type`
+        of their source type for them, used only to create the column: a column the table
+        has keeps its type.
     key: key columns chosen for the table (configuration > message, whose key may be a producer row id the decoder chose); empty
         means "no key: match on the whole before image".
     counts: data events per op code (``c``, ``u``, ``d``, ``r``, ``t``) in the batch.
@@ -390,7 +392,7 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
 
     Column types: every declaration of a column in the batch is widened into one type
     (:func:`cdclake.apply.types.widen`); a declared type that is null (a TUPLE value that was
-    null) counts only when no declaration has a type (then ``string``); an image key that its
+    null) counts only when no declaration has a type (then :attr:`TablePlan.untyped`); an image key that its
     event does not declare is a ``string`` column. Columns are ordered by the position of the
     first event that names them, then by their place in that event.
     """
@@ -398,6 +400,7 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
     plans: dict[tuple, TablePlan] = {}
     firsts: dict[tuple, dict[str, tuple]] = {}
     types: dict[tuple, dict[str, list]] = {}
+    sources: dict[tuple, dict[str, str | None]] = {}  # column -> its first declared source type
     lasts: dict[tuple, dict[str, tuple]] = {}  # column -> order key of its last declaring event
     pk_best: dict[tuple, tuple] = {}
     progress: list[SourceProgress] = []
@@ -432,7 +435,7 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
         if p is None:
             p = plans[k] = TablePlan(*k)
             p.counts = {o: 0 for o in "cudrt"}
-            firsts[k], types[k] = {}, {}
+            firsts[k], types[k], sources[k] = {}, {}, {}
         for o in "cudrt":
             p.counts[o] += r[f"n_{o}"]
         p.ranked_events += r["n_ranked"]
@@ -467,6 +470,7 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
             names.add(c["name"])
             _first_seen(firsts[k], c["name"], (first, 0, i))
             types[k].setdefault(c["name"], []).append(c.get("spark_type"))
+            sources[k].setdefault(c["name"], c.get("source_type"))
         for i, n in enumerate(r["keys"] or []):
             if n not in names:
                 _first_seen(firsts[k], n, (first, 1, i))
@@ -480,9 +484,10 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
             for cand in types[k][n]:
                 if cand is not None:
                     t = T.normalize(cand) if t is None else T.widen(t, cand)
-            p.columns[n] = t or "string"
-            if t is None:
+            if t is None:  # no event of the batch types it: a new column's type from its source type name
                 p.untyped.append(n)
+                t = untyped_spark_type(sources[k].get(n))
+            p.columns[n] = t
         p.ddl.sort(key=lambda d: order_key(d[0]))
         p.message_key = pk_best[k][1] if k in pk_best else None
         _choose_key(p, primary_keys)

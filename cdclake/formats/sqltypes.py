@@ -21,6 +21,20 @@ _S = re.compile(r"\(\s*[0-9]+\s*,\s*([0-9]+)")
 BINARY_TYPES = ("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob")
 
 
+def untyped_spark_type(source_type: str | None) -> str:
+    """The Spark type of a column new to a table that no event of its batch gives a type (every
+    value NULL, in a format whose type comes from the value: DTS, DataHub TUPLE), from its
+    source type name alone: one naming DECIMAL (DTS ``MYSQL_TYPE_DECIMAL_NEW``) ->
+    ``decimal(38,10)``, BLOB or GEOMETRY (``MYSQL_TYPE_BLOB``: TEXT columns too) -> ``binary``,
+    anything else -> ``string`` (as a bare ``decimal`` and the BLOB codes map when typed)."""
+    t = (source_type or "").upper()
+    if "DECIMAL" in t:
+        return "decimal(38,10)"
+    if "BLOB" in t or "GEOMETRY" in t:
+        return "binary"
+    return "string"
+
+
 def mysql_precision_scale(type_text: str | None) -> tuple[int | None, int | None]:
     """``(precision, scale)`` written in a MySQL type text (``decimal(10,2)`` -> (10, 2),
     ``varchar(20)`` -> (20, None), ``text`` -> (None, None))."""

@@ -62,7 +62,11 @@ def test_null_type_counts_only_when_no_declaration_has_one():
     ]
     [p] = build_plan(rows).tables
     assert p.columns == {"a": "bigint", "b": "string"}
-    assert p.untyped == ["b"]  # created as string; a table that has it keeps its type
+    assert p.untyped == ["b"]  # a table that has it keeps its type
+    # a new untyped column's type from its source type name (DTS codes of value-typed columns)
+    untyped = [dict(col(n, None), source_type=f"MYSQL_TYPE_{t}") for n, t in (("d", "DECIMAL_NEW"), ("x", "BLOB"), ("v", "VARCHAR"))]
+    [p] = build_plan([table_row(untyped, ["d", "x", "v"])]).tables
+    assert p.columns == {"d": "decimal(38,10)", "x": "binary", "v": "string"} and p.untyped == ["d", "x", "v"]
 
 
 def test_rows_of_the_transaction_set_are_the_gates():

@@ -107,9 +107,10 @@ Mapping to the canonical event (one record -> zero or one event):
   the charset; GEOMETRY; every column of a non-MySQL source) and whose values in the record are
   all NULL (or EmptyObject) has ``spark_type`` null: not stated. The applier then takes the
   type from the batch's other events, else keeps the table's (``TablePlan.untyped``); a column
-  new to the table that no event of the batch types is created as ``string``. (Until session
-  15 such a column got the code's default type, decimal(38,10) for DECIMAL, so one NULL
-  widened a decimal(10,2) column.)
+  new to the table that no event of the batch types gets the code's default type
+  (:func:`cdclake.formats.sqltypes.untyped_spark_type` of its ``source_type``: decimal(38,10)
+  for DECIMAL, binary for BLOB and GEOMETRY, else string). (Until session 15 every NULL got
+  that default, so one NULL widened a decimal(10,2) column to decimal(38,10).)
 * Images: INSERT / INIT use ``afterImages``, DELETE ``beforeImages``, UPDATE both (the before
   image may be absent). Columns whose value is EmptyObject ``NONE`` are left out of the image;
   when the after image leaves any out, ``present`` lists the columns it carries (a partial

@@ -273,7 +273,7 @@ ORDERS_COLUMNS = [
     ("blob", "MYSQL_TYPE_BLOB", "binary"),
     ("doc", "MYSQL_TYPE_JSON", "string"),
     # always NULL: a VARCHAR code's type is text or bytes by the value's charset, so not stated
-    # (the applier creates such a column as string: test_end_to_end_container_file_to_delta)
+    # (the applier creates such a column by its code, string: test_end_to_end_container_file_to_delta)
     ("gone", "MYSQL_TYPE_VAR_STRING", None),
 ]
 
