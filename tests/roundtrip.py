@@ -335,8 +335,10 @@ def assert_lake_matches(spark, target: Path, rows: dict, schemas: dict, history:
 
 def value_typed(col: dict) -> bool:
     """dts-avro: columns whose DTS column type depends on the value (DECIMAL: precision and
-    scale; the VARCHAR and BLOB codes: text or bytes by the charset): a record in which such a
-    column is NULL states no type (``spark_type`` null)."""
+    scale; BLOB-coded TEXT and VARCHAR-coded VARBINARY: text or bytes by the charset): a record
+    in which such a column is NULL states no type (``spark_type`` null), and a new column no
+    event types gets its code's default, not the declared type. (A VARCHAR column's default,
+    ``string``, is its type: not filtered.)"""
     t, src = (col["spark_type"] or "").lower(), (col["source_type"] or "").lower()
     return t.startswith("decimal") or t == "binary" or (t == "string" and "text" in src)
 

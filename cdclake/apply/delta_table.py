@@ -238,8 +238,9 @@ def evolve_table(
     a key column is never dropped); then new columns are added; a column whose batch type is
     wider than its table type is widened (in place where Delta's type widening allows,
     enabling the feature on the table first, else by rewriting the table); one of
-    ``plan.untyped`` (no event of the batch states its type) keeps its type. A table written before one of :data:`META_COLUMNS` existed
-    (``_cdc_record``) gets it first, by ALTER (its rows read null there). Returns the table's
+    ``plan.untyped`` (no event of the batch states its type) keeps its type. A table written
+    before one of :data:`META_COLUMNS` existed (``_cdc_record``) gets it first, by ALTER (its
+    rows read null there). Returns the table's
     source columns (name -> Spark type, table order) and human-readable schema changes (empty
     when nothing changed). ``columns``: the table's columns (:func:`_columns`) when the caller
     has read them.
@@ -625,8 +626,9 @@ def change_rows(events: DataFrame, plan: TablePlan, columns: dict[str, str], tru
         # like a full update: on a table without a key (the whole before image is the match),
         # and when it changes the key (the old key's row is deleted). On a table without a key
         # every partial update with a before image is: that image is the row's identity, so a
-        # column it lacks (added by DDL after the change was written) reads as NULL, as in a
-        # full image.
+        # column it lacks reads as NULL, as in a full image. Right for a column added by DDL
+        # after the change was written; a producer that leaves a column of the row out of the
+        # before image (LOBs) makes the match miss, as it did before.
         def has(n: str):
             c = F.expr(f"map_contains_key(before, {_lit(n)})")
             return c | F.expr(f"map_contains_key(before, {_lit(plan.renames[n])})") if n in plan.renames else c

@@ -548,6 +548,7 @@ def _follow_drops_and_renames(p: TablePlan, lasts: dict[str, list]) -> None:
                 continue
             if change[0] == "drop":
                 p.columns.pop(old, None)
+                p.untyped = [n for n in p.untyped if n != old]
                 p.renames = {n: o for n, o in p.renames.items() if n != old}
                 if old not in p.drops:
                     p.drops.append(old)
@@ -555,8 +556,16 @@ def _follow_drops_and_renames(p: TablePlan, lasts: dict[str, list]) -> None:
             new = change[2]
             t_old, t_new = p.columns.get(old), p.columns.get(new)
             if t_old is not None:
-                wide = t_old if t_new is None else T.widen(t_old, t_new)
+                # an untyped side (TablePlan.untyped) has a stand-in type only: the other side's wins
+                if t_new is None or new in p.untyped:
+                    wide = t_old
+                elif old in p.untyped:
+                    wide = t_new
+                else:
+                    wide = T.widen(t_old, t_new)
+                untyped = old in p.untyped and (t_new is None or new in p.untyped)
                 p.columns = {(new if n == old else n): (wide if n == old else t) for n, t in p.columns.items() if n != new}
+                p.untyped = [n for n in p.untyped if n not in (old, new)] + ([new] if untyped else [])
             p.renames[new] = p.renames.pop(old, old)
             if new in p.drops:
                 p.drops.remove(new)

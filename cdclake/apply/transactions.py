@@ -35,8 +35,10 @@ changes to non-transactional tables stayed (see the DTS decoder).
 Costs: none of its own in a batch where no transaction stays open: the gate's grouping (per
 transaction) is a set of the plan's one aggregate (:func:`cdclake.apply.plan.summarize`), run
 over the batch's events and the held ones, which also counts the batch's records. A batch that
-holds something back plans again over the events to apply (a second aggregate). The held table is read only when the progress table says it holds events, at the version it
-names; it is written (one overwrite) in a batch that held something before or holds something now.
+holds something back plans again over the events to apply (a second aggregate). The held table
+is read only when the progress table says it holds events, at the version it names (once:
+persisted); it is written (one overwrite) in a batch that held something before or holds
+something now.
 
 Exactly once: the held table is written after every target table and before the progress
 table, both carrying the batch's identity; the progress row of the target (``source`` and
@@ -151,15 +153,15 @@ def gate(
     else:
         src = batch.select("*", F.lit(None).cast("string").alias("error_code"), F.lit(0).alias("pos"))
     hold = Hold(events=events, held=None)
-    if held_version is not None:
-        # cached: the aggregate reads it, then the events to apply (and the new held rows)
-        held_before = read_held(spark, target, held_version).select(
-            *EVENT_COLUMNS, F.lit(True).alias("from_held"), "held_at_ms"
-        ).persist(StorageLevel.MEMORY_AND_DISK)
-        hold.cached.append(held_before)
-        batch = batch.unionByName(held_before)
-        src = src.unionByName(held_before.select("*", F.lit(None).cast("string").alias("error_code"), F.lit(-1).alias("pos")))
     try:
+        if held_version is not None:
+            # cached: the aggregate reads it, then the events to apply (and the new held rows)
+            held_before = read_held(spark, target, held_version).select(
+                *EVENT_COLUMNS, F.lit(True).alias("from_held"), "held_at_ms"
+            ).persist(StorageLevel.MEMORY_AND_DISK)
+            hold.cached.append(held_before)
+            batch = batch.unionByName(held_before)
+            src = src.unionByName(held_before.select("*", F.lit(None).cast("string").alias("error_code"), F.lit(-1).alias("pos")))
         return _decide(spark, hold, src, batch, held_version, now_ms, flat is not None, timeout_ms, primary_keys)
     except BaseException:
         hold.release()

@@ -191,6 +191,16 @@ def test_drops_and_renames_of_the_batch_ddl_shape_the_columns():
                       ddls=[ddl(8, "ALTER TABLE t CHANGE COLUMN id ident bigint")])
     [p] = build_plan([before, after, again]).tables
     assert (p.columns, p.drops, p.renames) == ({"ident": "int", "a2": "string", "b": "string"}, [], {"a2": "a", "ident": "id"})
+    # an untyped column (its values all NULL, TablePlan.untyped) renamed: its stand-in type
+    # never widens the typed side's; renamed alone, the new name stays untyped
+    price = dict(col("price", None), source_type="MYSQL_TYPE_DECIMAL_NEW")
+    old = table_row([col("id", "int"), price], None, first=(1,), last_order=[Decimal(1)])
+    new = table_row([col("id", "int"), col("cost", "decimal(20,15)")], None, first=(6,), last_order=[Decimal(6)],
+                    ddls=[ddl(5, "ALTER TABLE t RENAME COLUMN price TO cost")])
+    [p] = build_plan([old, new]).tables
+    assert (p.columns, p.untyped) == ({"id": "int", "cost": "decimal(20,15)"}, [])
+    [p] = build_plan([{**old, "ddls": [ddl(5, "ALTER TABLE t RENAME COLUMN price TO cost")]}]).tables
+    assert (p.columns, p.untyped) == ({"id": "int", "cost": "decimal(38,10)"}, ["cost"])
 
 
 def test_table_end_reads_drop_and_truncate_statements():

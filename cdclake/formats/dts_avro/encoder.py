@@ -54,9 +54,8 @@ the event as the decoder returns it):
 * event time below the second (``sourceTimestamp`` is seconds);
 * column types: every integer column reads back as ``bigint`` (an Integer value says no width),
   ``boolean`` is TINYINT(1) (``1``/``0``, bigint); columns' ``nullable`` is not written;
-* a value-less column (NULL in every image of the record) has no type of its own: a DECIMAL
-  reads back as ``decimal(38,10)``, a TEXT (BLOB code) as ``binary``, a VARBINARY (VARCHAR
-  code) as ``string``;
+* a value-less column (NULL in every image of the record) whose type the value decides (a
+  DECIMAL, a VARCHAR or BLOB code) reads back without a type (``spark_type`` null);
 * DDL and truncate records carry the statement only: no column list, no key;
 * the schema level of a name survives only as a third part of ``objectName``.
 """
