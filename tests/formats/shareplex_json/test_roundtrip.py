@@ -154,16 +154,23 @@ def test_partial_update_before_its_row_in_an_earlier_batch(spark, tmp_path):
     ingest_scrambled(spark, FMT, res.events, tmp_path, 0, batches=2, duplicate=0.0, primary_keys=keys(res))
 
 
-# once a strict xfail (found by the ingest property, seed=0, shuffle_seed=0, batches=1,
-# duplicate=0.0: extra audit_log rows): a SharePlex upd carries the whole row before in `key`,
-# so the applier completes its after image from it and matches the keyless row like a full update
-def test_keyless_partial_update_replaces_the_row(spark, tmp_path):
+def keyless_insert_and_update() -> list[dict]:
+    """A keyless row's insert, then its update (written as a SharePlex ``upd``: partial, with
+    the whole row before in ``key``), each a transaction of its own."""
     row = {"MIO_LOG_ID": "1", "CNTR_NO": "a"}
     events = [
         event("c", after=row, t=1000, pk=None, tx=("t1", 1, 1)),
         event("u", before=row, after={**row, "CNTR_NO": "b"}, t=2000, pk=None, tx=("t2", 1, 1)),
     ]
     assert b'"op":"upd"' in ShareplexJsonEncoder().encode(events).records[1][1]
+    return events
+
+
+# once a strict xfail (found by the ingest property, seed=0, shuffle_seed=0, batches=1,
+# duplicate=0.0: extra audit_log rows): a SharePlex upd carries the whole row before in `key`,
+# so the applier completes its after image from it and matches the keyless row like a full update
+def test_keyless_partial_update_replaces_the_row(spark, tmp_path):
+    events = keyless_insert_and_update()
     ingest_scrambled(spark, FMT, events, tmp_path, 0, batches=1, duplicate=0.0, replay_all=False)
 
 
@@ -175,12 +182,7 @@ def test_keyless_partial_update_replaces_the_row(spark, tmp_path):
 # batch bringing the row's older insert did not look at the deletes and the insert landed
 # again. The table must hold the updated row only (the oracle's table).
 def test_keyless_update_before_its_insert_in_an_earlier_batch(spark, tmp_path):
-    row = {"MIO_LOG_ID": "1", "CNTR_NO": "a"}
-    events = [
-        event("c", after=row, t=1000, pk=None, tx=("t1", 1, 1)),
-        event("u", before=row, after={**row, "CNTR_NO": "b"}, t=2000, pk=None, tx=("t2", 1, 1)),
-    ]
-    assert b'"op":"upd"' in ShareplexJsonEncoder().encode(events).records[1][1]
+    events = keyless_insert_and_update()
     # the update first, its row's insert in the next batch
     summaries = ingest_scrambled(spark, FMT, events, tmp_path, 0, parts=[[1], [0]], replay_all=False)
     assert [s.held_transactions for s in summaries] == [0, 0]
