@@ -418,7 +418,7 @@ def write_table(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_
     columns = prep.columns
     rows_before = prep.rows_before
     if plan.has_changes:
-        src, cached = _fold(spark, events, plan, columns, prep.truncate, prep.state, deletes_path)
+        src, cached = _fold(spark, events, plan, columns, prep.truncate, prep.state, deletes_path, path if prep.exists else None)
         out.cached = cached
         if prep.exists:
             if not _merge(spark, path, src, plan, columns, result):
@@ -646,12 +646,25 @@ def change_rows(events: DataFrame, plan: TablePlan, columns: dict[str, str], tru
         )
 
     # An update that changes the key first deletes the row of the old key (same position).
-    key_after = F.struct(*[typed("after", k) for k in key])
-    key_before = F.struct(*[typed("before", k) for k in key])
+    key_after = F.struct(*[typed("after", k).alias(alias[k]) for k in key])
+    key_before = F.struct(*[typed("before", k).alias(alias[k]) for k in key])
+    moves = bool(plan.moves and plan.key)
+    # a partial update that moves its row (plan.moves): its before image names every key
+    # column, with another key; the columns it does not carry come from the old key's row
+    # (fill_moves), which it names in ``_from``
+    moving = F.lit(False)
+    if moves:
+        moving = (F.col("op") == "u") & F.col("before").isNotNull() & F.col("present").isNotNull() & ~key_before.eqNullSafe(key_after)
+        for k in key:
+            moving = moving & has(k)
+        ev = ev.withColumn("_from", F.when(moving, key_before))
     rows = ev
     if plan.counts.get("u"):
-        moved = ev.where((F.col("op") == "u") & F.col("before").isNotNull() & F.col("present").isNull() & ~key_before.eqNullSafe(key_after))
-        rows = rows.unionByName(moved.withColumn("op", F.lit("d")).withColumn("after", F.lit(None)).withColumn("_sub", F.lit(0)))
+        moved = ev.where((F.col("op") == "u") & F.col("before").isNotNull() & F.col("present").isNull() & ~key_before.eqNullSafe(key_after) | moving)
+        moved = moved.withColumn("op", F.lit("d")).withColumn("after", F.lit(None)).withColumn("_sub", F.lit(0)).withColumn("present", F.lit(None).cast("array<string>"))
+        if moves:
+            moved = moved.withColumn("_from", F.when(F.lit(False), key_before))
+        rows = rows.unionByName(moved)
     rows = rows.withColumn("_img", F.when(F.col("op") == "d", F.col("before")).otherwise(F.col("after")))
     rows = rows.select(
         F.col("op").alias("_op"),
@@ -669,8 +682,84 @@ def change_rows(events: DataFrame, plan: TablePlan, columns: dict[str, str], tru
         F.col("event_time_ms").alias("_etime"),
         *[typed("_img", n).alias(alias[n]) for n in names],
         *[(F.col("_img").isNotNull() & (F.col("present").isNull() | carried(n))).alias("_p" + alias[n]) for n in names],
+        *(["_from"] if moves else []),
     )
     return rows
+
+
+#: the columns of a change row (:func:`change_rows`) besides the table's ``_c<i>``/``_p_c<i>``
+_ROW_META = ["_op", "_present", "_ord", "_pos_text", "_etime"]
+
+
+def fill_moves(rows: DataFrame, prior: DataFrame | None, plan: TablePlan, columns: dict[str, str]) -> DataFrame:
+    """Complete the partial updates that move their row to a new key (``rows`` of
+    :func:`change_rows` with its ``_from`` column, the old key as a struct of ``_c<i>``
+    fields; present when ``plan.moves``): a column such an update does not carry takes the
+    old key's value as of just before the update, folded as :func:`_fold_partial` folds (the
+    old key's last full image before it, then each column's latest carried value) from the
+    batch's own changes of the old key and ``prior``. Returns ``rows`` without ``_from``.
+
+    ``prior``: the table's rows as full images in the shape of change rows (``_c<i>``,
+    ``_op``, ``_ord`` typed as ``rows``' ``_ord``, ``_pos_text``, ``_etime``; ``_p_c<i>`` and
+    ``_present`` are ignored: every column counts as carried), or None for a new table. Only
+    the rows of the moved keys are read (a broadcast join).
+
+    A column whose old value is unknown (no change of the old key before the update is known,
+    or the last one is a delete or a truncate) stays not carried: the update then changes only the columns
+    it carries, as before. Limits: a move of a row that another partial move of the same batch
+    wrote (a chain of key changes) takes only the columns that move carried; a move older than
+    the table's row of the old key (which a later change overwrote) knows only the batch's
+    changes of the old key."""
+    if "_from" not in rows.columns:
+        return rows
+    names = list(columns)
+    alias = {n: f"_c{i}" for i, n in enumerate(names)}
+    keys = [alias[k] for k in plan.key]
+    values = [alias[n] for n in names]
+    flags = ["_p" + a for a in values]
+    moving = F.col("_from").isNotNull()
+    want = rows.where(moving).select(F.col("_from").alias("_m_from"), F.col("_ord").alias("_m_ord")).distinct()
+    record = lambda o: F.struct(*[F.col(o)[f] for f in ("_rank", "pos", "file", "line", "part", "off")])  # noqa: E731
+
+    def before_the_move(df: DataFrame) -> DataFrame:
+        w = F.broadcast(want)
+        cond = F.col("_ord") < w["_m_ord"]
+        for a in keys:
+            cond = cond & df[a].eqNullSafe(w["_m_from"][a])
+        # (not the update's own delete of the old key's row: same record, sub 0)
+        return df.join(w, cond & ~record("_ord").eqNullSafe(record("_m_ord")))
+
+    own = before_the_move(rows.select(*values, *flags, *_ROW_META))
+    parts = [own.select(*values, *flags, *_ROW_META, "_m_from", "_m_ord")]
+    if prior is not None:
+        known = prior.select(*values, *[F.lit(True).alias(f) for f in flags], "_op", F.lit(None).cast("array<string>").alias("_present"),
+                             F.col("_ord").cast(rows.schema["_ord"].dataType).alias("_ord"), "_pos_text", "_etime")
+        parts.append(before_the_move(known).select(*values, *flags, *_ROW_META, "_m_from", "_m_ord"))
+    state = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    state = _fold_partial(state, ["_m_from", "_m_ord"], names, alias).select(
+        "_m_from", "_m_ord", F.col("_op").alias("_s_op"), *[F.col(c).alias("_s" + c) for c in values + flags]
+    )
+    m = rows.where(moving).join(state, F.col("_from").eqNullSafe(F.col("_m_from")) & F.col("_ord").eqNullSafe(F.col("_m_ord")), "left")
+    filled_cols, filled_flags = [], []
+    for a in values:
+        if a in keys:
+            filled_cols.append(F.col(a))
+            filled_flags.append(F.col("_p" + a))
+            continue
+        use = F.coalesce(~F.col("_p" + a) & ~F.col("_s_op").isin("d", "t") & F.col("_s_p" + a), F.lit(False))
+        filled_cols.append(F.when(use, F.col("_s" + a)).otherwise(F.col(a)))
+        filled_flags.append(F.col("_p" + a) | use)
+    whole = F.lit(True)
+    for f in filled_flags:
+        whole = whole & f
+    other = [c for c in rows.columns if c not in values + flags + ["_present", "_from"]]
+    filled = m.select(
+        *[c.alias(a) for c, a in zip(filled_cols, values)],
+        *[f.alias(n) for f, n in zip(filled_flags, flags)],
+        F.when(whole, F.lit(None).cast("array<string>")).otherwise(F.col("_present")).alias("_present"),
+        *other,
+    )
+    return rows.where(~moving).drop("_from").unionByName(filled)
 
 
 def _fold(
@@ -681,15 +770,19 @@ def _fold(
     truncate: list | None,
     state: TableState,
     deletes_path: str,
+    path: str | None = None,
 ) -> tuple[DataFrame, list[DataFrame]]:
     """The MERGE source: the batch's last change per key (folded column by column for partial
     images), typed as the table's columns ``_c<i>``, with ``_op``, ``_ord`` (the order struct),
     ``_pos_text``, ``_etime``, ``_p_c<i>`` (column carried) and ``_key_json``. Persisted; returns
-    it and the frames to unpersist."""
+    it and the frames to unpersist. ``path``: the existing table (None: created by this batch),
+    read only for the rows that partial updates move to a new key (:func:`fill_moves`)."""
     key = plan.key or list(columns)
     names = list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
     rows = change_rows(events, plan, columns, truncate)
+    if "_from" in rows.columns:
+        rows = fill_moves(rows, _table_points(spark, path, plan, columns, rows) if path else None, plan, columns)
     keys = [alias[k] for k in key]
     if plan.partial:
         src = _fold_partial(rows, keys, names, alias)
@@ -701,6 +794,23 @@ def _fold(
         src = _drop_older_than_deletes(spark, src, plan.name, deletes_path, {k: columns[k] for k in key})
     src = src.persist()
     return src, [src]
+
+
+def _table_points(spark: SparkSession, path: str, plan: TablePlan, columns: dict[str, str], rows: DataFrame) -> DataFrame:
+    """The rows of the table at ``path`` as full change rows (``_c<i>`` in ``columns`` order,
+    ``_op``, ``_ord`` typed as ``rows``' ``_ord``, ``_pos_text``, ``_etime``) for
+    :func:`fill_moves`."""
+    ord_sql = (
+        f"named_struct('_rank', {rank_sql('_cdc_op', plan.snapshot_by_position)}, 'pos', _cdc_position, '_sub', 1,"
+        " 'file', _cdc_record.file, 'line', _cdc_record.line, 'part', _cdc_record.partition, 'off', _cdc_record.offset)"
+    )
+    return spark.read.format("delta").load(path).select(
+        *[F.col(q(n)).alias(f"_c{i}") for i, n in enumerate(columns)],
+        F.col("_cdc_op").alias("_op"),
+        F.expr(ord_sql).cast(rows.schema["_ord"].dataType).alias("_ord"),
+        F.col("_cdc_position_text").alias("_pos_text"),
+        F.col("_cdc_event_time_ms").alias("_etime"),
+    )
 
 
 def _needs_delete_check(plan: TablePlan, state: TableState) -> bool:

@@ -61,6 +61,7 @@ from cdclake.apply.delta_table import (
     _record_of,
     _table_events,
     change_rows,
+    fill_moves,
     merge_condition_sql,
     q,
     rank_sql,
@@ -117,6 +118,7 @@ def _typed(df: DataFrame, columns: dict[str, str], alias: dict[str, str]) -> Dat
         *[F.col(alias[n]).cast(t).alias(alias[n]) for n, t in columns.items()],
         *[F.col("_p" + alias[n]) for n in columns],
         "_op", "_present", F.col("_ord").cast(ORDER_TYPE).alias("_ord"), "_pos_text", F.col("_etime").cast("bigint").alias("_etime"), "_src",
+        *(["_from"] if "_from" in df.columns else []),  # (change rows of a partial update that moves its row)
     )
 
 
@@ -191,6 +193,8 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
         if truncs is not None:  # every key of the table meets the batch's truncates
             touched = touched.unionByName(stored.select(*keys)).distinct()
 
+    if "_from" in batch.columns:  # partial updates that move their row: the old key's values, from the versions too
+        batch = fill_moves(batch, stored, plan, columns)
     parts = [batch] + ([stored] if stored is not None else [])
     remembered = _remembered(spark, prep, deletes_path)
     if remembered is not None:

@@ -122,6 +122,9 @@ class TablePlan:
     counts: data events per op code (``c``, ``u``, ``d``, ``r``, ``t``) in the batch.
     partial: the batch holds images that carry only some columns (``present`` set).
     halves: update halves (one image only, DataWorks/TUPLE) to pair before applying.
+    moves: partial updates (``present`` set) whose before image gives a key column another
+        value than the after image: they move the row to a new key, and the columns they do
+        not carry come from the old key's row (:func:`cdclake.apply.delta_table.fill_moves`).
     truncate: ``(order, text)`` of the batch's latest truncate, else None.
     min_data: ``(rank, order)`` of the batch's oldest data change (rank 0 for snapshot reads,
         but for formats whose snapshot positions order with streamed ones).
@@ -153,6 +156,7 @@ class TablePlan:
     counts: dict[str, int] = field(default_factory=dict)
     partial: bool = False
     halves: int = 0
+    moves: int = 0
     truncate: tuple[Order, str] | None = None
     min_data: tuple[int, Order] | None = None
     max_delete: Order | None = None
@@ -212,7 +216,22 @@ def configured_key_sql(primary_keys: dict[str, list[str]] | None) -> str:
     firsts = {n: k[0] for n, k in (primary_keys or {}).items() if k}
     if not firsts:
         return "cast(null as string)"
-    m = "map(" + ", ".join(f"{_sql_str(n)}, {_sql_str(k)}" for n, k in firsts.items()) + ")"
+    return _configured_sql("map(" + ", ".join(f"{_sql_str(n)}, {_sql_str(k)}" for n, k in firsts.items()) + ")")
+
+
+def configured_keys_sql(primary_keys: dict[str, list[str]] | None) -> str:
+    """SQL over an event: its table's configured key columns (array<string>, looked up as by
+    :func:`configured_key_sql`), else NULL."""
+    keys = {n: k for n, k in (primary_keys or {}).items() if k}
+    if not keys:
+        return "cast(null as array<string>)"
+    arrays = (f"{_sql_str(n)}, array({', '.join(_sql_str(c) for c in k)})" for n, k in keys.items())
+    return _configured_sql("map(" + ", ".join(arrays) + ")")
+
+
+def _configured_sql(m: str) -> str:
+    """SQL: the value of map ``m`` (SQL) for an event's table, by qualified name, then
+    ``database.table``, then bare table name, else NULL."""
     qual = "concat_ws('.', nullif(database, ''), nullif(schema, ''), table)"
     return (f"coalesce(try_element_at({m}, {qual}), "
             f"case when nullif(database, '') is not null then try_element_at({m}, concat(database, '.', table)) end, "
@@ -285,6 +304,7 @@ def summarize(
         F.when(is_data & F.col("table").isNotNull(), F.map_keys(F.coalesce("after", "before"))).alias("keys"),
         rank.alias("rank"),
         F.expr(f"coalesce({configured_key_sql(primary_keys)}, primary_key[0])").alias("k_name"),
+        F.expr(f"coalesce({configured_keys_sql(primary_keys)}, primary_key)").alias("k_names"),
     )
     kv = F.expr("try_element_at(after, k_name)")
     kb = F.expr("try_element_at(before, k_name)")
@@ -301,6 +321,10 @@ def summarize(
         count(is_data & ~by_position).alias("n_ranked"),
         count(F.col("present").isNotNull()).alias("partial"),
         count(half).alias("halves"),
+        # a partial update whose before image names a key column with another value moves its
+        # row to a new key (the lambda runs on partial updates with both images only)
+        count(is_data & (op == "u") & F.col("present").isNotNull() & F.col("before").isNotNull() & F.col("after").isNotNull()
+              & F.expr("exists(k_names, k -> map_contains_key(before, k) AND NOT (before[k] <=> after[k]))")).alias("moves"),
         F.max_by("primary_key", F.when(tabled & F.col("primary_key").isNotNull(), order)).alias("pk"),
         F.max(F.when(tabled & F.col("primary_key").isNotNull(), order)).alias("pk_order"),
         F.max(F.when(tabled & is_data & (op == "t"), F.col("position"))).alias("truncate"),
@@ -442,6 +466,7 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
         p.partial = p.partial or r["partial"] > 0
         p.key_stats.add(r)
         p.halves += r["halves"]
+        p.moves += r.get("moves") or 0
         if r["pk"] is not None:
             cand = (order_key(r["pk_order"]), list(r["pk"]))
             if k not in pk_best or cand[0] > pk_best[k][0]:

@@ -51,12 +51,16 @@ def test_history_tables(spark, tmp_path):
     p2 = [ev("u", 2, {"id": "1", "name": "b"}, table="p", present=["id", "name"])]
     # table k: a key change (the old key's version ends, the new key's begins)
     k1 = [ev("c", 1, row(1, "a"), table="k"), ev("u", 2, row(9, "a"), row(1, "a"), table="k")]
+    # table m: a partial update that changes the key (Qlik) in a later batch: the columns it
+    # does not carry come from the old key's version (delta_table.fill_moves)
+    m1 = [ev("c", 1, row(1, "a", "1.00"), table="m")]
+    m2 = [ev("u", 2, {"id": "9", "name": "b"}, {"id": "1", "name": "a"}, table="m", present=["id", "name"])]
 
-    first = apply(spark, tmp_path, t1 + p1 + k1)
+    first = apply(spark, tmp_path, t1 + p1 + k1 + m1)
     assert (first["db.t"].inserted, first["db.t"].rows_now) == (3, 3)
-    apply(spark, tmp_path, t2 + p2 + t3)
-    again = apply(spark, tmp_path, t1 + t2 + t3 + p1 + p2 + k1, scd_type=None)  # re-delivered: nothing changes
-    assert {n: (r.inserted, r.updated) for n, r in again.items()} == {"db.t": (0, 0), "db.p": (0, 0), "db.k": (0, 0)}
+    apply(spark, tmp_path, t2 + p2 + t3 + m2)
+    again = apply(spark, tmp_path, t1 + t2 + t3 + p1 + p2 + k1 + m1 + m2, scd_type=None)  # re-delivered: nothing changes
+    assert {n: (r.inserted, r.updated) for n, r in again.items()} == {"db.t": (0, 0), "db.p": (0, 0), "db.k": (0, 0), "db.m": (0, 0)}
     apply(spark, tmp_path, t4)
 
     assert history(spark, tmp_path, "db.t") == [
@@ -77,6 +81,10 @@ def test_history_tables(spark, tmp_path):
     assert history(spark, tmp_path, "db.k") == [
         (1, "a", None, "1", "2", "d", 1, 2, False),
         (9, "a", None, "2", None, None, 2, None, True),
+    ]
+    assert history(spark, tmp_path, "db.m") == [
+        (1, "a", "1.00", "1", "2", "d", 1, 2, False),
+        (9, "b", "1.00", "2", None, None, 2, None, True),
     ]
     assert assert_delta_rs_reads_like_spark(spark, tmp_path / "db.t") == 8
 

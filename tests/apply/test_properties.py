@@ -222,6 +222,9 @@ def test_shapes_cover_what_the_formats_give():
     assert any(e["op"] == "t" for e in events["simulated"]) and any(e["kind"] == "ddl" for e in events["simulated"])
     for shape in ("qlik-json", "shareplex-json"):
         assert any(e["present"] is not None for e in events[shape]), shape  # partial images
+    # partial updates that move their row to a new key (delta_table.fill_moves)
+    assert any(e["present"] is not None and e["before"] and any(e["before"].get(k) != e["after"].get(k) for k in e["primary_key"] or [])
+               for e in events["qlik-json"])
     assert all(e["columns"] is None for e in events["shareplex-json"] if e["kind"] == "data")
     assert any(e["op"] == "t" and e["columns"] is None for e in events["canal-json"])
     for shape in KEYS_CONFIGURED:

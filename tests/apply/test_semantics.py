@@ -390,6 +390,25 @@ def _keyless_partial_update_before_its_insert_in_an_earlier_batch():
     ]
 
 
+def _partial_update_that_changes_the_key_moves_the_whole_row():
+    # Qlik: a partial update that changes the key carries the key and the changed columns only;
+    # the columns it does not carry come from the old key's row (delta_table.fill_moves): from
+    # the table (5 -> 6), from the table and the batch's own earlier partial update (1 -> 2),
+    # none known (8 -> 9: only the columns it carries). The old keys' rows are gone, and the
+    # batch again (re-delivered) changes nothing.
+    def mv(pos, old, new, **changed):
+        return ev("u", pos, {"id": str(new), **changed}, {"id": str(old)}, present=["id", *changed])
+
+    moves = [ev("u", 3, {"id": "1", "name": "b"}, {"id": "1", "name": "a"}, present=["id", "name"]),
+             mv(4, 1, 2), mv(5, 5, 6, amount="6.00"), mv(6, 8, 9, name="n")]
+    moved = {"t": [(2, "b", Decimal("1.00")), (6, "x", Decimal("6.00")), (9, "n", None)]}
+    return [
+        ([ev("c", 1, row(1, "a", "1.00")), ev("c", 2, row(5, "x", "5.00"))], {"t": [(1, "a", Decimal("1.00")), (5, "x", Decimal("5.00"))]}),
+        (moves, moved),
+        (moves, moved),
+    ]
+
+
 SCENARIOS = {
     "order": _greatest_position_wins_in_any_arrival_order,
     "ties": _equal_positions_keep_arrival_order,
@@ -409,6 +428,7 @@ SCENARIOS = {
     "resnap": _snapshot_by_position_lands_after_a_delete_or_truncate,
     "microkey": _remembered_keys_keep_microseconds,
     "keylesspart": _keyless_partial_update_before_its_insert_in_an_earlier_batch,
+    "partmove": _partial_update_that_changes_the_key_moves_the_whole_row,
 }
 
 

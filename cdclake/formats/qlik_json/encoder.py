@@ -44,9 +44,9 @@ update*) and ``changeMask`` (the columns the change touched; LOB columns are nev
 non-LOB columns for INSERT and DELETE). Masks are hex, little-endian over ordinals: byte 0 (the
 first two digits) holds ordinals 1..8, bit 0 = ordinal 1; the seed's ``0B`` = ordinals 1, 2, 4.
 A partial update (``partial_updates``, on by default: what Qlik writes from a source without
-full supplemental logging) is written for an update of a keyed table that keeps its key: ``data``
-and ``beforeData`` hold the key columns and the changed columns only, and so does
-``columnMask``. ``changeSequence`` = the event time in hundredths of a second
+full supplemental logging) is written for every update of a keyed table, also one that changes
+the key: ``data`` and ``beforeData`` hold the key columns and the changed columns only, and so
+does ``columnMask``. ``changeSequence`` = the event time in hundredths of a second
 (``YYYYMMDDHHmmSShh``, never decreasing) + the event's 1-based index in commit order (19 digits):
 it sorts the messages back into commit order.
 
@@ -287,7 +287,7 @@ class QlikJsonEncoder(Encoder):
     """Canonical events -> Qlik Replicate MD / DT messages; see the module docstring.
 
     ``server``, ``task``: ``lineage``'s names. ``partial_updates``: write an update of a keyed
-    table that keeps its key with only the key and the changed columns (``columnMask`` says
+    table (also one that changes the key) with only the key and the changed columns (``columnMask`` says
     which); False writes every update whole.
     After :meth:`encode`, :attr:`metadata` lists every metadata message written as
     ``(record index, tableVersion, the ddl event the decoder gives it)``.
@@ -325,7 +325,7 @@ class QlikJsonEncoder(Encoder):
         if event.get("op") != "u" or not self.partial_updates or event.get("present") is not None:
             return None
         before, after, pk = event.get("before"), event.get("after"), [c.name for c in cols if c.pk_pos > 0]
-        if before is None or after is None or not pk or any(before.get(k) != after.get(k) for k in pk):
+        if before is None or after is None or not pk:
             return None
         carried = [c.name for c in cols if c.pk_pos > 0 or before.get(c.name) != after.get(c.name)]
         return None if len(carried) == len(cols) else carried
