@@ -128,7 +128,7 @@ def guarded(name: str, task):
 def versioned(spark: SparkSession, applied: TableApply, path: str) -> TableApply:
     """``applied`` with its result's ``delta_version``: the table's latest version (its
     commit of this batch, or the one a replay found; one writer per target), read from the
-    Delta log's newest commit (no Spark job)."""
+    Delta log's newest commit (no Spark job: :func:`latest_version`)."""
     if applied.touched:
         applied.result.delta_version = latest_version(spark, path)
     return applied

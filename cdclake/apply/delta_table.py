@@ -47,6 +47,7 @@ import re
 from dataclasses import dataclass, field
 
 from delta.tables import DeltaTable
+from py4j.protocol import Py4JError
 from pyspark.sql import DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 
@@ -448,8 +449,23 @@ def write_table(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_
 
 
 def latest_version(spark: SparkSession, path: str | None = None, table: DeltaTable | None = None) -> int:
-    """The newest commit version (int) of the Delta table at ``path`` (or of ``table``): read
-    from its log, no Spark job. Raises AnalysisException when ``path`` is not a Delta table."""
+    """The newest commit version (int) of the Delta table at ``path`` (or of ``table``).
+
+    For a ``path``, read by the driver from the table's log (Delta's ``DeltaLog.update``, no
+    Spark job; measured: ``DeltaTable.history(1)`` costs one job, a job per touched table and
+    batch). Where that JVM API is not reachable (another Delta version, Spark Connect) and for
+    a ``table``, one small job reads ``DeltaTable.history(1)``. Raises AnalysisException when
+    ``path`` is not a Delta table."""
+    if table is None and path is not None:
+        try:
+            jvm = spark._jvm
+            none = jvm.scala.Option.apply(None)
+            log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+            version = int(log.update(False, none, none).version())
+            if version >= 0:  # (-1: no Delta table there: DeltaTable.forPath raises below)
+                return version
+        except (AttributeError, Py4JError):
+            pass
     table = table if table is not None else DeltaTable.forPath(spark, path)
     return int(table.history(1).select("version").first()[0])
 
