@@ -587,6 +587,20 @@ def _applicable(ev: DataFrame) -> DataFrame:
     return ev.where(F.when(F.col("op") == "d", F.col("before").isNotNull()).otherwise(F.col("after").isNotNull()))
 
 
+#: the order struct of a change row (``_ord`` of :func:`change_rows`), spelled out so that
+#: rows from the batch, the table and the deletes table union
+ORDER_TYPE = "struct<_rank:int,pos:array<decimal(38,0)>,_sub:int,file:string,line:bigint,part:int,off:bigint>"
+
+
+def _ord_sql(rank: str, pos: str, sub: str, record: str) -> str:
+    """SQL: an order struct (:data:`ORDER_TYPE`) from a record struct ``record`` (file, line,
+    partition, offset)."""
+    return (
+        f"CAST(named_struct('_rank', {rank}, 'pos', {pos}, '_sub', {sub}, 'file', {record}.file, 'line', {record}.line,"
+        f" 'part', {record}.partition, 'off', {record}.offset) AS {ORDER_TYPE})"
+    )
+
+
 def _order_sql(order: list) -> str:
     return "array(" + ", ".join(f"cast({v} as decimal(38,0))" for v in order) + ")"
 
@@ -602,7 +616,11 @@ def change_rows(events: DataFrame, plan: TablePlan, columns: dict[str, str], tru
     becomes a full one (its before image with the carried columns replaced), and so does every
     partial update with a before image of a table without a key; an update that
     changes the key adds a delete of the old key's row (``_sub`` 0); truncates are left out, and so are changes not newer than
-    ``truncate`` (``position.order`` values, None: keep all)."""
+    ``truncate`` (``position.order`` values, None: keep all).
+
+    When ``plan.moves`` (a keyed table), the rows also have ``_from``: the old key (a struct of
+    the key's ``_c<i>``) of a partial update that changes the key, else null; the caller passes
+    them through :func:`fill_moves`, which completes those updates and drops ``_from``."""
     key = plan.key or list(columns)
     names = list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
@@ -636,6 +654,11 @@ def change_rows(events: DataFrame, plan: TablePlan, columns: dict[str, str], tru
         c = F.array_contains("present", n)
         return c | F.array_contains("present", plan.renames[n]) if n in plan.renames else c
 
+    def has(n: str):
+        """The before image names column ``n`` (or its old name)."""
+        c = F.expr(f"map_contains_key(before, {_lit(n)})")
+        return c | F.expr(f"map_contains_key(before, {_lit(plan.renames[n])})") if n in plan.renames else c
+
     if plan.partial:
         # A partial update whose before image holds every column is a full one: its after image
         # is the before image with the carried columns replaced. It is then matched and moved
@@ -645,10 +668,6 @@ def change_rows(events: DataFrame, plan: TablePlan, columns: dict[str, str], tru
         # column it lacks reads as NULL, as in a full image. Right for a column added by DDL
         # after the change was written; a producer that leaves a column of the row out of the
         # before image (LOBs) makes the match miss, as it did before.
-        def has(n: str):
-            c = F.expr(f"map_contains_key(before, {_lit(n)})")
-            return c | F.expr(f"map_contains_key(before, {_lit(plan.renames[n])})") if n in plan.renames else c
-
         complete = (F.col("op") == "u") & F.col("present").isNotNull() & F.col("before").isNotNull()
         if plan.key:
             for n in names:
@@ -668,16 +687,17 @@ def change_rows(events: DataFrame, plan: TablePlan, columns: dict[str, str], tru
     # a partial update that moves its row (plan.moves): its before image names every key
     # column, with another key; the columns it does not carry come from the old key's row
     # (fill_moves), which it names in ``_from``
+    changes_key = (F.col("op") == "u") & F.col("before").isNotNull() & ~key_before.eqNullSafe(key_after)
     moving = F.lit(False)
     if moves:
-        moving = (F.col("op") == "u") & F.col("before").isNotNull() & F.col("present").isNotNull() & ~key_before.eqNullSafe(key_after)
-        for k in key:
-            moving = moving & has(k)
+        moving = changes_key & F.col("present").isNotNull()
+        for k in key:  # (both images name the key: a partial image without it is no move)
+            moving = moving & has(k) & carried(k)
         ev = ev.withColumn("_from", F.when(moving, key_before))
     rows = ev
     if plan.counts.get("u"):
-        moved = ev.where((F.col("op") == "u") & F.col("before").isNotNull() & F.col("present").isNull() & ~key_before.eqNullSafe(key_after) | moving)
-        moved = moved.withColumn("op", F.lit("d")).withColumn("after", F.lit(None)).withColumn("_sub", F.lit(0)).withColumn("present", F.lit(None).cast("array<string>"))
+        moved = ev.where(changes_key & F.col("present").isNull() | moving)
+        moved = moved.withColumn("op", F.lit("d")).withColumn("after", F.lit(None)).withColumn("_sub", F.lit(0))
         if moves:
             moved = moved.withColumn("_from", F.when(F.lit(False), key_before))
         rows = rows.unionByName(moved)
@@ -707,7 +727,9 @@ def change_rows(events: DataFrame, plan: TablePlan, columns: dict[str, str], tru
 _ROW_META = ["_op", "_present", "_ord", "_pos_text", "_etime"]
 
 
-def fill_moves(rows: DataFrame, prior: DataFrame | None, plan: TablePlan, columns: dict[str, str]) -> DataFrame:
+def fill_moves(
+    rows: DataFrame, prior: DataFrame | None, plan: TablePlan, columns: dict[str, str], truncates: DataFrame | None = None
+) -> DataFrame:
     """Complete the partial updates that move their row to a new key (``rows`` of
     :func:`change_rows` with its ``_from`` column, the old key as a struct of ``_c<i>``
     fields; present when ``plan.moves``): a column such an update does not carry takes the
@@ -716,13 +738,15 @@ def fill_moves(rows: DataFrame, prior: DataFrame | None, plan: TablePlan, column
     batch's own changes of the old key and ``prior``. Returns ``rows`` without ``_from``.
 
     ``prior``: the table's rows as full images in the shape of change rows (``_c<i>``,
-    ``_op``, ``_ord`` typed as ``rows``' ``_ord``, ``_pos_text``, ``_etime``; ``_p_c<i>`` and
-    ``_present`` are ignored: every column counts as carried), or None for a new table. Only
-    the rows of the moved keys are read (a broadcast join).
+    ``_op``, ``_ord`` (:data:`ORDER_TYPE`; a union ignores its fields' nullability), ``_pos_text``, ``_etime``; ``_p_c<i>`` and
+    ``_present`` are ignored: every column counts as carried), or None for a new table; it is
+    read whole and joined with the moved keys (broadcast). ``truncates``: ``_ord`` of the
+    batch's truncates that ``rows`` still hold changes older than (SCD type 2; SCD type 1
+    truncates the table and drops those changes first), or None.
 
     A column whose old value is unknown (no change of the old key before the update is known,
-    or the last one is a delete or a truncate) stays not carried: the update then changes only the columns
-    it carries, as before. Limits: a move of a row that another partial move of the same batch
+    or the last one is a delete or a truncate) stays not carried: the update then changes only
+    the columns it carries, as before, and its ``_present`` lists the columns it now carries. Limits: a move of a row that another partial move of the same batch
     wrote (a chain of key changes) takes only the columns that move carried; a move older than
     the table's row of the old key (which a later change overwrote) knows only the batch's
     changes of the old key."""
@@ -749,9 +773,19 @@ def fill_moves(rows: DataFrame, prior: DataFrame | None, plan: TablePlan, column
     parts = [own.select(*values, *flags, *_ROW_META, "_m_from", "_m_ord")]
     if prior is not None:
         known = prior.select(*values, *[F.lit(True).alias(f) for f in flags], "_op", F.lit(None).cast("array<string>").alias("_present"),
-                             F.col("_ord").cast(rows.schema["_ord"].dataType).alias("_ord"), "_pos_text", "_etime")
+                             F.col("_ord").cast(ORDER_TYPE).alias("_ord"), "_pos_text", "_etime")
         parts.append(before_the_move(known).select(*values, *flags, *_ROW_META, "_m_from", "_m_ord"))
-    state = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    if truncates is not None:  # a truncate ends every key: its point has no values
+        types = rows.schema
+        ended = truncates.select(F.col("_ord").cast(ORDER_TYPE).alias("_ord")).join(
+            F.broadcast(want), F.col("_ord") < F.col("_m_ord"))
+        parts.append(ended.select(*[F.lit(None).cast(types[a].dataType).alias(a) for a in values], *[F.lit(True).alias(f) for f in flags],
+                                  F.lit("t").alias("_op"), F.lit(None).cast("array<string>").alias("_present"), "_ord",
+                                  F.lit(None).cast(types["_pos_text"].dataType).alias("_pos_text"),
+                                  F.lit(None).cast(types["_etime"].dataType).alias("_etime"), "_m_from", "_m_ord"))
+    state = parts[0]
+    for part in parts[1:]:
+        state = state.unionByName(part)
     state = _fold_partial(state, ["_m_from", "_m_ord"], names, alias).select(
         "_m_from", "_m_ord", F.col("_op").alias("_s_op"), *[F.col(c).alias("_s" + c) for c in values + flags]
     )
@@ -772,7 +806,8 @@ def fill_moves(rows: DataFrame, prior: DataFrame | None, plan: TablePlan, column
     filled = m.select(
         *[c.alias(a) for c, a in zip(filled_cols, values)],
         *[f.alias(n) for f, n in zip(filled_flags, flags)],
-        F.when(whole, F.lit(None).cast("array<string>")).otherwise(F.col("_present")).alias("_present"),
+        F.when(whole, F.lit(None).cast("array<string>"))
+        .otherwise(F.array_compact(F.array(*[F.when(f, F.lit(n)) for n, f in zip(names, filled_flags)]))).alias("_present"),
         *other,
     )
     return rows.where(~moving).drop("_from").unionByName(filled)
@@ -798,7 +833,7 @@ def _fold(
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
     rows = change_rows(events, plan, columns, truncate)
     if "_from" in rows.columns:
-        rows = fill_moves(rows, _table_points(spark, path, plan, columns, rows) if path else None, plan, columns)
+        rows = fill_moves(rows, _table_points(spark, path, plan, columns) if path else None, plan, columns)
     keys = [alias[k] for k in key]
     if plan.partial:
         src = _fold_partial(rows, keys, names, alias)
@@ -812,18 +847,15 @@ def _fold(
     return src, [src]
 
 
-def _table_points(spark: SparkSession, path: str, plan: TablePlan, columns: dict[str, str], rows: DataFrame) -> DataFrame:
+def _table_points(spark: SparkSession, path: str, plan: TablePlan, columns: dict[str, str]) -> DataFrame:
     """The rows of the table at ``path`` as full change rows (``_c<i>`` in ``columns`` order,
-    ``_op``, ``_ord`` typed as ``rows``' ``_ord``, ``_pos_text``, ``_etime``) for
+    ``_op``, ``_ord`` (:data:`ORDER_TYPE`), ``_pos_text``, ``_etime``) for
     :func:`fill_moves`."""
-    ord_sql = (
-        f"named_struct('_rank', {rank_sql('_cdc_op', plan.snapshot_by_position)}, 'pos', _cdc_position, '_sub', 1,"
-        " 'file', _cdc_record.file, 'line', _cdc_record.line, 'part', _cdc_record.partition, 'off', _cdc_record.offset)"
-    )
+    ord_sql = _ord_sql(rank_sql("_cdc_op", plan.snapshot_by_position), "_cdc_position", "1", "_cdc_record")
     return spark.read.format("delta").load(path).select(
         *[F.col(q(n)).alias(f"_c{i}") for i, n in enumerate(columns)],
         F.col("_cdc_op").alias("_op"),
-        F.expr(ord_sql).cast(rows.schema["_ord"].dataType).alias("_ord"),
+        F.expr(ord_sql).alias("_ord"),
         F.col("_cdc_position_text").alias("_pos_text"),
         F.col("_cdc_event_time_ms").alias("_etime"),
     )

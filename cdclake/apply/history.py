@@ -54,9 +54,11 @@ from cdclake.apply.delta_table import (
     HISTORY_COLUMNS,
     KEY_JSON,
     META_COLUMNS,
+    ORDER_TYPE,
     Prepared,
     TableApply,
     _needs_delete_check,
+    _ord_sql,
     _order_sql,
     _record_of,
     _table_events,
@@ -67,20 +69,6 @@ from cdclake.apply.delta_table import (
     rank_sql,
     table_properties,
 )
-
-#: the order struct of a point (``_ord`` of :func:`delta_table.change_rows`), spelled out so
-#: that points from the batch, the table and the deletes table union
-ORDER_TYPE = "struct<_rank:int,pos:array<decimal(38,0)>,_sub:int,file:string,line:bigint,part:int,off:bigint>"
-
-
-def _ord_sql(rank: str, pos: str, sub: str, record: str) -> str:
-    """SQL: an order struct (:data:`ORDER_TYPE`) from a record struct ``record`` (file, line,
-    partition, offset)."""
-    return (
-        f"CAST(named_struct('_rank', {rank}, 'pos', {pos}, '_sub', {sub}, 'file', {record}.file, 'line', {record}.line,"
-        f" 'part', {record}.partition, 'off', {record}.offset) AS {ORDER_TYPE})"
-    )
-
 
 def _point(keys: dict[str, str], names: list[str], alias: dict[str, str], op, ord_sql: str, pos_text, etime, src: int,
            values: bool = False, present=None) -> list:
@@ -194,7 +182,7 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
             touched = touched.unionByName(stored.select(*keys)).distinct()
 
     if "_from" in batch.columns:  # partial updates that move their row: the old key's values, from the versions too
-        batch = fill_moves(batch, stored, plan, columns)
+        batch = fill_moves(batch, stored, plan, columns, truncs)
     parts = [batch] + ([stored] if stored is not None else [])
     remembered = _remembered(spark, prep, deletes_path)
     if remembered is not None:

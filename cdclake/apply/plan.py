@@ -324,7 +324,7 @@ def summarize(
         # a partial update whose before image names a key column with another value moves its
         # row to a new key (the lambda runs on partial updates with both images only)
         count(is_data & (op == "u") & F.col("present").isNotNull() & F.col("before").isNotNull() & F.col("after").isNotNull()
-              & F.expr("exists(k_names, k -> map_contains_key(before, k) AND NOT (before[k] <=> after[k]))")).alias("moves"),
+              & F.expr("exists(k_names, k -> map_contains_key(before, k) AND map_contains_key(after, k) AND NOT (before[k] <=> after[k]))")).alias("moves"),
         F.max_by("primary_key", F.when(tabled & F.col("primary_key").isNotNull(), order)).alias("pk"),
         F.max(F.when(tabled & F.col("primary_key").isNotNull(), order)).alias("pk_order"),
         F.max(F.when(tabled & is_data & (op == "t"), F.col("position"))).alias("truncate"),

@@ -55,10 +55,13 @@ def test_history_tables(spark, tmp_path):
     # does not carry come from the old key's version (delta_table.fill_moves)
     m1 = [ev("c", 1, row(1, "a", "1.00"), table="m")]
     m2 = [ev("u", 2, {"id": "9", "name": "b"}, {"id": "1", "name": "a"}, table="m", present=["id", "name"])]
+    # table n: a move after a truncate of the same batch takes nothing from the truncated row
+    n1 = [ev("c", 1, row(1, "a", "1.00"), table="n")]
+    n2 = [ev("t", 2, table="n"), ev("u", 3, {"id": "9", "name": "b"}, {"id": "1", "name": "a"}, table="n", present=["id", "name"])]
 
-    first = apply(spark, tmp_path, t1 + p1 + k1 + m1)
+    first = apply(spark, tmp_path, t1 + p1 + k1 + m1 + n1)
     assert (first["db.t"].inserted, first["db.t"].rows_now) == (3, 3)
-    apply(spark, tmp_path, t2 + p2 + t3 + m2)
+    apply(spark, tmp_path, t2 + p2 + t3 + m2 + n2)
     again = apply(spark, tmp_path, t1 + t2 + t3 + p1 + p2 + k1 + m1 + m2, scd_type=None)  # re-delivered: nothing changes
     assert {n: (r.inserted, r.updated) for n, r in again.items()} == {"db.t": (0, 0), "db.p": (0, 0), "db.k": (0, 0), "db.m": (0, 0)}
     apply(spark, tmp_path, t4)
@@ -85,6 +88,10 @@ def test_history_tables(spark, tmp_path):
     assert history(spark, tmp_path, "db.m") == [
         (1, "a", "1.00", "1", "2", "d", 1, 2, False),
         (9, "b", "1.00", "2", None, None, 2, None, True),
+    ]
+    assert history(spark, tmp_path, "db.n") == [
+        (1, "a", "1.00", "1", "2", "t", 1, 2, False),
+        (9, "b", None, "3", None, None, 3, None, True),
     ]
     assert assert_delta_rs_reads_like_spark(spark, tmp_path / "db.t") == 8
 
