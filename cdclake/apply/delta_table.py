@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import reduce
 
 from delta.tables import DeltaTable
 from py4j.protocol import Py4JError
@@ -508,17 +509,25 @@ def _as_table_rows(src: DataFrame, columns: dict[str, str]) -> DataFrame:
 def merge_condition_sql(plan: TablePlan, columns: dict[str, str]) -> str:
     """The MERGE condition of ``plan``'s table (target ``t``, source ``s`` with columns
     ``_c<i>`` in ``columns`` order): the key columns equal (null-safe; every column for a table
-    without a key) and, when the batch gives one (:meth:`KeyStats.range_for`), the first key
-    column within the batch's range, so that Delta skips the files whose key range lies outside
-    it (tables written in key order, e.g. auto-increment keys). The range comes from the
-    planning aggregate: no job of its own."""
+    without a key) and, when the batch gives one, :func:`key_range_sql` on ``t``, so that Delta
+    skips the files whose key range lies outside the batch's (tables written in key order, e.g.
+    auto-increment keys)."""
     key = plan.key or list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(columns)}
     cond = " AND ".join(f"t.{q(k)} <=> s.{alias[k]}" for k in key)
+    rng = key_range_sql(plan, columns, "t.")
+    return cond if rng is None else f"{cond} AND {rng}"
+
+
+def key_range_sql(plan: TablePlan, columns: dict[str, str], prefix: str = "") -> str | None:
+    """SQL: the table's first key column (``prefix`` + its name) within the range of the
+    batch's values of it, before and after images (:meth:`KeyStats.range_for`), or None when
+    the batch gives no safe range. The range comes from the planning aggregate: no job of its
+    own."""
     k0 = plan.key[0] if plan.key else None
     rng = plan.key_stats.range_for(k0, T.normalize(columns[k0])) if k0 is not None else None
     if rng is None:
-        return cond
+        return None
     t = T.normalize(columns[k0])
     if t.startswith("decimal"):  # the floor/ceiling may not fit the column's own precision
         lo, hi = (f"{v}BD" for v in rng)
@@ -526,7 +535,7 @@ def merge_condition_sql(plan: TablePlan, columns: dict[str, str]) -> str:
         lo, hi = (f"CAST({v} AS {t})" for v in rng)
     else:
         lo, hi = (f"CAST({_lit(v)} AS {t})" for v in rng)
-    return f"{cond} AND t.{q(k0)} >= {lo} AND t.{q(k0)} <= {hi}"
+    return f"{prefix}{q(k0)} >= {lo} AND {prefix}{q(k0)} <= {hi}"
 
 
 def _merge(spark: SparkSession, path: str, src: DataFrame, plan: TablePlan, columns: dict[str, str], result: ApplyResult) -> bool:
@@ -740,7 +749,7 @@ def fill_moves(
     ``prior``: the table's rows as full images in the shape of change rows (``_c<i>``,
     ``_op``, ``_ord`` (:data:`ORDER_TYPE`; a union ignores its fields' nullability), ``_pos_text``, ``_etime``; ``_p_c<i>`` and
     ``_present`` are ignored: every column counts as carried), or None for a new table; it is
-    read whole and joined with the moved keys (broadcast). ``truncates``: ``_ord`` of the
+    joined with the moved keys (broadcast). ``truncates``: ``_ord`` of the
     batch's truncates that ``rows`` still hold changes older than (SCD type 2; SCD type 1
     truncates the table and drops those changes first), or None.
 
@@ -759,7 +768,6 @@ def fill_moves(
     flags = ["_p" + a for a in values]
     moving = F.col("_from").isNotNull()
     want = rows.where(moving).select(F.col("_from").alias("_m_from"), F.col("_ord").alias("_m_ord")).distinct()
-    record = lambda o: F.struct(*[F.col(o)[f] for f in ("_rank", "pos", "file", "line", "part", "off")])  # noqa: E731
 
     def before_the_move(df: DataFrame) -> DataFrame:
         w = F.broadcast(want)
@@ -767,7 +775,8 @@ def fill_moves(
         for a in keys:
             cond = cond & df[a].eqNullSafe(w["_m_from"][a])
         # (not the update's own delete of the old key's row: same record, sub 0)
-        return df.join(w, cond & ~record("_ord").eqNullSafe(record("_m_ord")))
+        own_delete = F.col("_ord").withField("_sub", F.lit(0)).eqNullSafe(w["_m_ord"].withField("_sub", F.lit(0)))
+        return df.join(w, cond & ~own_delete)
 
     own = before_the_move(rows.select(*values, *flags, *_ROW_META))
     parts = [own.select(*values, *flags, *_ROW_META, "_m_from", "_m_ord")]
@@ -783,10 +792,7 @@ def fill_moves(
                                   F.lit("t").alias("_op"), F.lit(None).cast("array<string>").alias("_present"), "_ord",
                                   F.lit(None).cast(types["_pos_text"].dataType).alias("_pos_text"),
                                   F.lit(None).cast(types["_etime"].dataType).alias("_etime"), "_m_from", "_m_ord"))
-    state = parts[0]
-    for part in parts[1:]:
-        state = state.unionByName(part)
-    state = _fold_partial(state, ["_m_from", "_m_ord"], names, alias).select(
+    state = _fold_partial(reduce(DataFrame.unionByName, parts), ["_m_from", "_m_ord"], names, alias).select(
         "_m_from", "_m_ord", F.col("_op").alias("_s_op"), *[F.col(c).alias("_s" + c) for c in values + flags]
     )
     m = rows.where(moving).join(state, F.col("_from").eqNullSafe(F.col("_m_from")) & F.col("_ord").eqNullSafe(F.col("_m_ord")), "left")
@@ -832,7 +838,10 @@ def _fold(
     names = list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
     rows = change_rows(events, plan, columns, truncate)
-    if "_from" in rows.columns:
+    frames = []
+    if "_from" in rows.columns:  # read four times by fill_moves: once
+        rows = rows.persist()
+        frames.append(rows)
         rows = fill_moves(rows, _table_points(spark, path, plan, columns) if path else None, plan, columns)
     keys = [alias[k] for k in key]
     if plan.partial:
@@ -844,15 +853,20 @@ def _fold(
     if _needs_delete_check(plan, state) and DeltaTable.isDeltaTable(spark, deletes_path):
         src = _drop_older_than_deletes(spark, src, plan.name, deletes_path, {k: columns[k] for k in key})
     src = src.persist()
-    return src, [src]
+    return src, [src, *frames]
 
 
 def _table_points(spark: SparkSession, path: str, plan: TablePlan, columns: dict[str, str]) -> DataFrame:
     """The rows of the table at ``path`` as full change rows (``_c<i>`` in ``columns`` order,
     ``_op``, ``_ord`` (:data:`ORDER_TYPE`), ``_pos_text``, ``_etime``) for
-    :func:`fill_moves`."""
+    :func:`fill_moves`: only those within the batch's key range (:func:`key_range_sql`, which
+    holds the moved old keys: before images count), so that Delta skips the files outside it."""
     ord_sql = _ord_sql(rank_sql("_cdc_op", plan.snapshot_by_position), "_cdc_position", "1", "_cdc_record")
-    return spark.read.format("delta").load(path).select(
+    table = spark.read.format("delta").load(path)
+    rng = key_range_sql(plan, columns)
+    if rng is not None:
+        table = table.where(rng)
+    return table.select(
         *[F.col(q(n)).alias(f"_c{i}") for i, n in enumerate(columns)],
         F.col("_cdc_op").alias("_op"),
         F.expr(ord_sql).alias("_ord"),
