@@ -56,7 +56,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdclake.apply.delta_table import ApplyResult, TableState, latest_version
-from cdclake.apply.plan import BatchPlan, order_key
+from cdclake.apply.plan import BatchPlan, order_key, truncate_key
 from cdclake.errors import CdclakeError
 from cdclake.model import EVENT_COLUMNS, SOURCE_RECORD_SCHEMA
 from cdclake.targets import TargetFiles, hadoop_fs
@@ -77,7 +77,8 @@ PROGRESS_SCHEMA = (
     "last_event_time_ms bigint, last_heartbeat_ms bigint, updated_at_ms bigint, lag_ms bigint, "
     "delete_position array<decimal(38,0)>, truncate_position array<decimal(38,0)>, "
     "truncate_position_text string, rows bigint, delta_version bigint, held_transactions bigint, held_events bigint, held_version bigint, "
-    "held_since_ms bigint, timed_out_transactions bigint"
+    "held_since_ms bigint, timed_out_transactions bigint, "
+    "truncate_record struct<file:string,line:bigint,partition:int,offset:bigint>"
 )
 #: the progress columns of the target's own row (``source`` and ``table`` null): what the
 #: transaction gate holds back (:mod:`cdclake.apply.transactions`) and how many open
@@ -259,7 +260,8 @@ class Progress:
         """The table rows (``source`` null): what earlier batches left for each table."""
         return {
             r["table"]: TableState(
-                _list(r["delete_position"]), _list(r["truncate_position"]), r["truncate_position_text"], r["rows"]
+                _list(r["delete_position"]), _list(r["truncate_position"]), r["truncate_position_text"], r["rows"],
+                _record(r.get("truncate_record")),
             )
             for r in self.rows
             if r["source"] is None and r["table"] is not None
@@ -341,6 +343,11 @@ def _list(v):
     return None if v is None else list(v)
 
 
+def _record(v) -> tuple | None:
+    """Record coordinates (a Row or tuple: file, line, partition, offset) as a tuple."""
+    return None if v is None else tuple(v)
+
+
 def _newest(a, b):
     if a is None:
         return b
@@ -388,9 +395,12 @@ def merge_progress(old: list[dict], new: list[dict]) -> list[dict]:
         t["lag_ms"] = None if s["updated_at_ms"] is None or t["last_event_time_ms"] is None else s["updated_at_ms"] - t["last_event_time_ms"]
         t["delete_position"] = _newest(s["delete_position"], t["delete_position"])
         if s["truncate_position"] is not None and (
-            t["truncate_position"] is None or order_key(s["truncate_position"]) > order_key(t["truncate_position"])
+            t["truncate_position"] is None
+            or truncate_key(s["truncate_position"], _record(s.get("truncate_record")))
+            > truncate_key(t["truncate_position"], _record(t.get("truncate_record")))
         ):
             t["truncate_position"], t["truncate_position_text"] = s["truncate_position"], s["truncate_position_text"]
+            t["truncate_record"] = s.get("truncate_record")
         if s["rows"] is not None:
             t["rows"] = s["rows"]
         if s.get("delta_version") is not None:
@@ -422,10 +432,10 @@ def update_progress(
         lag = now - sp.last_event_time_ms if sp.last_event_time_ms is not None else None
         rows.append(
             (sp.source, sp.table, sp.last_position, sp.last_position_text, sp.last_event_time_ms, sp.last_heartbeat_ms,
-             now, lag, None, None, None, None, None, *no_hold)
+             now, lag, None, None, None, None, None, *no_hold, None)
         )
     if held is not None:
-        rows.append((None, None, None, None, None, None, now, None, None, None, None, None, None, *(held[f] for f in HELD_FIELDS)))
+        rows.append((None, None, None, None, None, None, now, None, None, None, None, None, None, *(held[f] for f in HELD_FIELDS), None))
     by_table: dict[str, list] = {}
     for sp in plan.progress:
         if sp.table is not None:
@@ -436,15 +446,18 @@ def update_progress(
         best = max(sps, key=lambda s: (order_key(s.last_position), s.last_position_text or ""), default=None)
         times = [s.last_event_time_ms for s in sps if s.last_event_time_ms is not None]
         t_time = max(times) if times else None
-        truncate, truncate_text = old.truncate_position, old.truncate_position_text
-        if p.truncate is not None and (truncate is None or order_key(p.truncate[0]) > order_key(truncate)):
-            truncate, truncate_text = p.truncate
+        truncate, truncate_text, truncate_record = old.truncate_position, old.truncate_position_text, old.truncate_record
+        if p.truncate is not None and (
+            truncate is None or truncate_key(p.truncate[0], p.truncate_record) > truncate_key(truncate, truncate_record)
+        ):
+            (truncate, truncate_text), truncate_record = p.truncate, p.truncate_record
         res = results.get(p.name)
         rows.append(
             (None, p.name, best.last_position if best else None, best.last_position_text if best else None, t_time, None,
              now, now - t_time if t_time is not None else None,
              _newest(old.delete_position, p.max_delete), truncate, truncate_text,
-             res.rows_now if res is not None else old.rows, res.delta_version if res is not None else None, *no_hold)
+             res.rows_now if res is not None else old.rows, res.delta_version if res is not None else None, *no_hold,
+             truncate_record)
         )
     if not rows:
         return

@@ -53,7 +53,7 @@ from pyspark.sql import DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 
 from cdclake.apply import types as T
-from cdclake.apply.plan import TablePlan, order_key, ranked_key
+from cdclake.apply.plan import RECORD_FIELDS, TablePlan, ranked_key, truncate_key
 from cdclake.errors import CdclakeError
 from cdclake.normalize import pair_update_halves
 from cdclake.values import cast_sql
@@ -172,12 +172,16 @@ class TableState:
     delete_position: ``position.order`` of the latest delete ever applied (None: no delete yet).
     truncate_position / truncate_position_text: the latest truncate's position.
     rows: the table's row count after the last batch (None: unknown).
+    truncate_record: the latest truncate's record coordinates (``(file, line, partition,
+        offset)``; None: a DDL statement's, or a progress row written before they were kept),
+        which order it among the changes of its own position.
     """
 
     delete_position: list | None = None
     truncate_position: list | None = None
     truncate_position_text: str | None = None
     rows: int | None = None
+    truncate_record: tuple | None = None
 
 
 @dataclass
@@ -320,15 +324,16 @@ def _create_empty(spark: SparkSession, path: str, cols: dict[str, str], history:
 
 
 def _newer(a, b) -> bool:
-    """``position.order`` a is newer than b (None is older than everything)."""
-    return a is not None and (b is None or order_key(a) > order_key(b))
+    """Truncate point a (``(position.order, record)``, see :func:`truncate_sql`) is newer than
+    b (None is older than everything)."""
+    return a is not None and (b is None or truncate_key(*a) > truncate_key(*b))
 
 
 @dataclass
 class Prepared:
     """A table made ready for its batch's rows by :func:`prepare_table`: ``exists`` (a Delta
     table is at ``path``), ``columns`` (source column -> Spark type, table order) and the
-    ``truncate`` position in force (``array<decimal(38,0)>`` values, or None); ``history``:
+    ``truncate`` point in force (``(position.order, record)``: see :func:`truncate_sql`; or None); ``history``:
     the table keeps its rows' history (SCD type 2, :mod:`cdclake.apply.history`)."""
 
     plan: TablePlan
@@ -337,7 +342,7 @@ class Prepared:
     out: TableApply
     exists: bool = False
     columns: dict[str, str] = field(default_factory=dict)
-    truncate: list | None = None
+    truncate: tuple | None = None
     rows_before: int | None = 0
     history: bool = False
 
@@ -362,8 +367,9 @@ def prepare_table(spark: SparkSession, plan: TablePlan, path: str, state: TableS
     result = ApplyResult(plan.name, key=list(plan.key), key_source=plan.key_source)
     prep = Prepared(plan, path, state, TableApply(result))
     prep.exists = DeltaTable.isDeltaTable(spark, path)
-    batch_truncate = plan.truncate[0] if plan.truncate else None
-    prep.truncate = batch_truncate if _newer(batch_truncate, state.truncate_position) else state.truncate_position
+    batch_truncate = (plan.truncate[0], plan.truncate_record) if plan.truncate else None
+    table_truncate = (state.truncate_position, state.truncate_record) if state.truncate_position is not None else None
+    prep.truncate = batch_truncate if _newer(batch_truncate, table_truncate) else table_truncate
     prep.rows_before = state.rows if prep.exists else 0
 
     if prep.exists:
@@ -375,7 +381,7 @@ def prepare_table(spark: SparkSession, plan: TablePlan, path: str, state: TableS
                 f"table {plan.name} is SCD type {2 if prep.history else 1} (its folder {path}); it cannot be applied with --scd-type {scd_type}",
             )
         prep.columns, result.schema_changes = evolve_table(spark, path, plan, all_columns)
-        if _newer(batch_truncate, state.truncate_position) and not prep.history:
+        if _newer(batch_truncate, table_truncate) and not prep.history:
             result.truncated = _truncate(spark, path, batch_truncate, plan.snapshot_by_position)
     elif plan.has_changes or plan.columns:
         prep.history = scd_type == 2
@@ -625,7 +631,7 @@ def change_rows(events: DataFrame, plan: TablePlan, columns: dict[str, str], tru
     becomes a full one (its before image with the carried columns replaced), and so does every
     partial update with a before image of a table without a key; an update that
     changes the key adds a delete of the old key's row (``_sub`` 0); truncates are left out, and so are changes not newer than
-    ``truncate`` (``position.order`` values, None: keep all).
+    ``truncate`` (a truncate point, :func:`truncate_sql`; None: keep all).
 
     When ``plan.moves`` (a keyed table), the rows also have ``_from``: the old key (a struct of
     the key's ``_c<i>``) of a partial update that changes the key, else null; the caller passes
@@ -648,7 +654,8 @@ def change_rows(events: DataFrame, plan: TablePlan, columns: dict[str, str], tru
         ev = ev.withColumn("_sub", F.lit(1))
     ev = _applicable(ev).withColumn("_rank", F.expr(rank_sql("op", plan.snapshot_by_position)).cast("int"))
     if truncate is not None:
-        ev = ev.where(F.expr(f"struct(_rank, position.order) > struct(1, {_order_sql(truncate)})"))
+        change = order_sql("_rank", "position.order", "_sub", *(f"source_record.{f}" for f in RECORD_FIELDS))
+        ev = ev.where(F.expr(f"{change} > {truncate_sql(truncate)}"))
 
     def value(img: str, n: str) -> str:
         """SQL: column ``n``'s text in image ``img`` (under its old name in an event written
@@ -933,11 +940,23 @@ def _fold_partial(rows: DataFrame, keys: list[str], names: list[str], alias: dic
     return seg.groupBy(*keys).agg(*aggs)
 
 
-def _truncate(spark: SparkSession, path: str, order: list, by_position: bool = False) -> int:
-    """Delete the rows older than a truncate at ``order``; returns how many were deleted."""
-    res = spark.sql(
-        f"DELETE FROM delta.{q(path)} WHERE struct({rank_sql('_cdc_op', by_position)}, _cdc_position) < struct(1, {_order_sql(order)})"
-    ).first()
+def truncate_sql(point: tuple) -> str:
+    """SQL: :func:`order_sql` of a truncate point ``(position.order, record)`` (record: ``(file,
+    line, partition, offset)`` or None), comparable with a change's and a row's: a change or
+    row of the truncate's own position is older than it when its record is (arrival order;
+    a null record first)."""
+    order, record = point
+    rec = [None] * 4 if record is None else list(record)
+    file, line, part, off = (("NULL" if v is None else _lit(v) if isinstance(v, str) else str(int(v))) for v in rec)
+    return order_sql("1", _order_sql(order), "1", f"CAST({file} AS string)", f"CAST({line} AS bigint)",
+                     f"CAST({part} AS int)", f"CAST({off} AS bigint)")
+
+
+def _truncate(spark: SparkSession, path: str, point: tuple, by_position: bool = False) -> int:
+    """Delete the rows older than a truncate at ``point`` (:func:`truncate_sql`); returns how
+    many were deleted."""
+    row = order_sql(rank_sql("_cdc_op", by_position), "_cdc_position", "1", *(f"_cdc_record.{f}" for f in RECORD_FIELDS))
+    res = spark.sql(f"DELETE FROM delta.{q(path)} WHERE {row} < {truncate_sql(point)}").first()
     return int(res[0] or 0) if res is not None else 0
 
 

@@ -50,6 +50,24 @@ def ranked_key(rank: int, order) -> tuple:
     return (rank, order_key(order))
 
 
+#: the fields of a record's coordinates, in the order that breaks ties of position
+#: (``_cdc_record``, the deletes table's ``record``)
+RECORD_FIELDS = ("file", "line", "partition", "offset")
+
+
+def record_key(record) -> tuple:
+    """A sort key of record coordinates (``(file, line, partition, offset)`` or None) that
+    orders as Spark orders the struct: a null (field or whole) first."""
+    if record is None:
+        return ()
+    return tuple((0,) if v is None else (1, v) for v in record)
+
+
+def truncate_key(order, record) -> tuple:
+    """A sort key of a truncate: its ``position.order``, then its record (:func:`record_key`)."""
+    return (order_key(order), record_key(record))
+
+
 @dataclass
 class KeyStats:
     """The range of the first key column's values over a table's data events (before and after
@@ -126,6 +144,9 @@ class TablePlan:
         value than the after image: they move the row to a new key, and the columns they do
         not carry come from the old key's row (:func:`cdclake.apply.delta_table.fill_moves`).
     truncate: ``(order, text)`` of the batch's latest truncate, else None.
+    truncate_record: the record coordinates of that truncate (:func:`record_key` order:
+        ``(file, line, partition, offset)``; None for a DDL statement's), which order it
+        among changes of its own position (equal positions keep arrival order).
     min_data: ``(rank, order)`` of the batch's oldest data change (rank 0 for snapshot reads,
         but for formats whose snapshot positions order with streamed ones).
     ranked_events: data events whose format ranks snapshot rows below streamed changes (see
@@ -158,6 +179,7 @@ class TablePlan:
     halves: int = 0
     moves: int = 0
     truncate: tuple[Order, str] | None = None
+    truncate_record: tuple | None = None
     min_data: tuple[int, Order] | None = None
     max_delete: Order | None = None
     ddl: list[tuple[list, str, str]] = field(default_factory=list)
@@ -301,6 +323,7 @@ def summarize(
             ),
         ).alias("source"),
         F.when(tabled, F.col("columns")).alias("cols"),
+        F.when(tabled & (F.col("op") == "t"), F.struct(*[F.col(f"source_record.{f}").alias(f) for f in RECORD_FIELDS])).alias("rec"),
         F.when(is_data & F.col("table").isNotNull(), F.map_keys(F.coalesce("after", "before"))).alias("keys"),
         rank.alias("rank"),
         F.expr(f"coalesce({configured_key_sql(primary_keys)}, primary_key[0])").alias("k_name"),
@@ -327,7 +350,12 @@ def summarize(
               & F.expr("exists(k_names, k -> map_contains_key(before, k) AND map_contains_key(after, k) AND NOT (before[k] <=> after[k]))")).alias("moves"),
         F.max_by("primary_key", F.when(tabled & F.col("primary_key").isNotNull(), order)).alias("pk"),
         F.max(F.when(tabled & F.col("primary_key").isNotNull(), order)).alias("pk_order"),
-        F.max(F.when(tabled & is_data & (op == "t"), F.col("position"))).alias("truncate"),
+        # the latest truncate: by position, then by its record (equal positions: arrival order)
+        F.max(F.when(tabled & is_data & (op == "t"), F.struct(
+            F.col("position.order").alias("order"),
+            F.col("rec").alias("record"),
+            F.col("position.text").alias("text"),
+        ))).alias("truncate"),
         F.min(F.when(tabled & is_data & (op != "t"), F.struct(F.col("rank"), order.alias("order")))).alias("min_data"),
         # an update with a full before image may change the key (always, for a keyless table):
         # it deletes the old key's row, so it counts as a delete here. A partial update with a
@@ -473,8 +501,9 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
                 pk_best[k] = cand
         if r["truncate"] is not None:
             t = (_order(r["truncate"]), _text(r["truncate"]))
-            if p.truncate is None or order_key(t[0]) > order_key(p.truncate[0]):
-                p.truncate = t
+            rec = tuple(r["truncate"]["record"])
+            if p.truncate is None or truncate_key(t[0], rec) > truncate_key(p.truncate[0], p.truncate_record):
+                p.truncate, p.truncate_record = t, rec
         if r["min_data"] is not None:
             m = (r["min_data"]["rank"], _list(r["min_data"]["order"]))
             if p.min_data is None or ranked_key(*m) < ranked_key(*p.min_data):
@@ -606,8 +635,8 @@ def _follow_table_ends(p: TablePlan) -> None:
         verb = table_end(ddl, p.table)
         if verb is None:
             continue
-        if p.truncate is None or order_key(order) > order_key(p.truncate[0]):
-            p.truncate = (order, text)
+        if p.truncate is None or truncate_key(order, None) > truncate_key(p.truncate[0], p.truncate_record):
+            p.truncate, p.truncate_record = (order, text), None
         p.ends.append((order, text))
         p.ended.append(f"table {'dropped' if verb == 'drop' else 'truncated'} at the source (position {text}): its older rows removed, as by a truncate")
 

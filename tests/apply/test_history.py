@@ -58,10 +58,15 @@ def test_history_tables(spark, tmp_path):
     # table n: a move after a truncate of the same batch takes nothing from the truncated row
     n1 = [ev("c", 1, row(1, "a", "1.00"), table="n")]
     n2 = [ev("t", 2, table="n"), ev("u", 3, {"id": "9", "name": "b"}, {"id": "1", "name": "a"}, table="n", present=["id", "name"])]
+    # table o: equal positions keep arrival order for truncates (the record after the position):
+    # a truncate at a version's own position, arriving later, ends it there; a change of a
+    # truncate's position ends there when its record is older, begins there when it is newer
+    o1 = [ev("c", 7, row(1, "a"), table="o"), ev("t", 9, table="o"), ev("c", 9, row(3, "after"), table="o")]
+    o2 = [ev("t", 7, table="o"), ev("c", 9, row(5, "older record"), table="o", line=1)]
 
-    first = apply(spark, tmp_path, t1 + p1 + k1 + m1 + n1)
+    first = apply(spark, tmp_path, t1 + p1 + k1 + m1 + n1 + o1)
     assert (first["db.t"].inserted, first["db.t"].rows_now) == (3, 3)
-    apply(spark, tmp_path, t2 + p2 + t3 + m2 + n2)
+    apply(spark, tmp_path, t2 + p2 + t3 + m2 + n2 + o2)
     again = apply(spark, tmp_path, t1 + t2 + t3 + p1 + p2 + k1 + m1 + m2, scd_type=None)  # re-delivered: nothing changes
     assert {n: (r.inserted, r.updated) for n, r in again.items()} == {"db.t": (0, 0), "db.p": (0, 0), "db.k": (0, 0), "db.m": (0, 0)}
     apply(spark, tmp_path, t4)
@@ -92,6 +97,11 @@ def test_history_tables(spark, tmp_path):
     assert history(spark, tmp_path, "db.n") == [
         (1, "a", "1.00", "1", "2", "t", 1, 2, False),
         (9, "b", None, "3", None, None, 3, None, True),
+    ]
+    assert history(spark, tmp_path, "db.o") == [
+        (1, "a", None, "7", "7", "t", 7, 7, False),
+        (3, "after", None, "9", None, None, 9, None, True),
+        (5, "older record", None, "9", "9", "t", 9, 9, False),
     ]
     assert assert_delta_rs_reads_like_spark(spark, tmp_path / "db.t") == 8
 

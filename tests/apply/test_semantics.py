@@ -219,6 +219,21 @@ def _truncate_empties_the_table_as_of_its_position():
     ]
 
 
+def _truncate_and_change_of_one_position_keep_arrival_order():
+    # Equal positions keep arrival order for a truncate too (the record's coordinates after the
+    # position): t: a truncate of a later batch at its row's own position removes it, and a
+    # change of that position with an older record stays out; x: a change in a later batch at
+    # the position of a truncate remembered by a table not created yet lands; y: in one batch,
+    # a change of the truncate's position before it is removed, one after it lands.
+    return [
+        ([ev("c", 7, row(1, "a")), ev("t", 7, table="x"),
+          ev("c", 9, row(5, "before"), table="y"), ev("t", 9, table="y"), ev("c", 9, row(3, "after"), table="y")],
+         {"t": [(1, "a", None)], "x": [], "y": [(3, "after", None)]}),
+        ([ev("c", 7, row(4, "older record"), line=1), ev("t", 7), ev("c", 7, row(2, "later"), table="x")],
+         {"t": [], "x": [(2, "later", None)], "y": [(3, "after", None)]}),
+    ]
+
+
 def _table_without_key_matches_whole_before_image():
     nokey = dict(key=None)
     return [
@@ -416,6 +431,7 @@ SCENARIOS = {
     "partial": _partial_images_update_only_their_columns,
     "keymove": _update_that_changes_the_key_moves_the_row,
     "trunc": _truncate_empties_the_table_as_of_its_position,
+    "truncties": _truncate_and_change_of_one_position_keep_arrival_order,
     "keyless": _table_without_key_matches_whole_before_image,
     "widen": _type_widens_in_place,
     **{f"shuffle{seed}": (lambda seed=seed: _any_shuffle_gives_the_same_table(seed)) for seed in range(3)},
