@@ -64,6 +64,7 @@ from cdclake.apply.delta_table import (
     _table_events,
     change_rows,
     fill_moves,
+    key_range_sql,
     merge_condition_sql,
     q,
     rank_sql,
@@ -162,6 +163,9 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
     if prep.exists:
         tbl = spark.read.format("delta").load(path)
         if truncs is None:  # only the keys the batch touches, and only their versions that may change
+            rng = key_range_sql(plan, columns)
+            if rng is not None:  # (a range Delta skips files by; the semi-join cannot)
+                tbl = tbl.where(rng)
             tbl = tbl.join(touched, _key_match(tbl, touched, [(q(k), alias[k]) for k in key]), "left_semi")
             if plan.min_data is not None:
                 rank, order = plan.min_data
