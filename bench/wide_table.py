@@ -34,6 +34,8 @@ def main() -> None:
     ap.add_argument("--keys", type=int, default=300, help="distinct keys (default 300)")
     ap.add_argument("--batches", type=int, default=3, help="update batches after the insert batch (default 3)")
     args = ap.parse_args()
+    if args.columns < 2:
+        ap.error("--columns: at least 2 (a partial update carries column c1)")
 
     from cdclake.model import EVENT_SCHEMA
     from cdclake.pipeline import apply_events

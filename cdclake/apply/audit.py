@@ -475,7 +475,7 @@ def update_progress(
     merged = [{k: _decimals(k, v) for k, v in r.items()} for r in merged]
     merged = [{f: r.get(f) for f in PROGRESS_FIELDS} for r in merged]  # rows of a table from before a column
     df = spark.createDataFrame([tuple(r[f] for f in PROGRESS_FIELDS) for r in merged], PROGRESS_SCHEMA).coalesce(1)
-    # mergeSchema: a progress table written before the held columns gains them
+    # mergeSchema: a progress table written before the held columns or truncate_record gains them
     df.write.format("delta").mode("overwrite").option("mergeSchema", "true").save(path)
     _remember_progress(spark, path, 0 if base.version is None else base.version + 1, merged)
 

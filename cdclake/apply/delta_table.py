@@ -125,13 +125,13 @@ def _order_of_row(t: str, by_position: bool = False) -> str:
     """:func:`order_sql` of a target row (alias ``t``): its ``_cdc_*`` columns."""
     return order_sql(
         rank_sql(f"{t}._cdc_op", by_position), f"{t}._cdc_position", "1",
-        *(f"{t}._cdc_record.{f}" for f in ("file", "line", "partition", "offset")),
+        *(f"{t}._cdc_record.{f}" for f in RECORD_FIELDS),
     )
 
 
 #: :func:`order_sql` of a remembered delete (a ``_cdclake/deletes`` row: a delete is streamed,
 #: rank 1; ``sub`` and ``record`` read null in rows written before they existed)
-_ORDER_OF_DELETE = order_sql("1", "position", "coalesce(sub, 1)", *(f"record.{f}" for f in ("file", "line", "partition", "offset")))
+_ORDER_OF_DELETE = order_sql("1", "position", "coalesce(sub, 1)", *(f"record.{f}" for f in RECORD_FIELDS))
 
 
 def _record_of(ord_: str) -> str:
@@ -525,6 +525,10 @@ def merge_condition_sql(plan: TablePlan, columns: dict[str, str]) -> str:
     return cond if rng is None else f"{cond} AND {rng}"
 
 
+#: the values an integer column holds (a key range beyond them gives no range)
+_INT_BOUNDS = {"tinyint": (-(2**7), 2**7 - 1), "smallint": (-(2**15), 2**15 - 1), "int": (-(2**31), 2**31 - 1), "bigint": (-(2**63), 2**63 - 1)}
+
+
 def key_range_sql(plan: TablePlan, columns: dict[str, str], prefix: str = "") -> str | None:
     """SQL: the table's first key column (``prefix`` + its name) within the range of the
     batch's values of it, before and after images (:meth:`KeyStats.range_for`), or None when
@@ -535,6 +539,8 @@ def key_range_sql(plan: TablePlan, columns: dict[str, str], prefix: str = "") ->
     if rng is None:
         return None
     t = T.normalize(columns[k0])
+    if t in _INT_BOUNDS and isinstance(rng[0], int) and not (_INT_BOUNDS[t][0] <= rng[0] and rng[1] <= _INT_BOUNDS[t][1]):
+        return None  # a value the column cannot hold (bad data): the CAST would wrap (ANSI off)
     if t.startswith("decimal"):  # the floor/ceiling may not fit the column's own precision
         lo, hi = (f"{v}BD" for v in rng)
     elif isinstance(rng[0], int):
@@ -620,7 +626,7 @@ def _order_sql(order: list) -> str:
     return "array(" + ", ".join(f"cast({v} as decimal(38,0))" for v in order) + ")"
 
 
-def change_rows(events: DataFrame, plan: TablePlan, columns: dict[str, str], truncate: list | None) -> DataFrame:
+def change_rows(events: DataFrame, plan: TablePlan, columns: dict[str, str], truncate: tuple | None) -> DataFrame:
     """The batch's changes of ``plan``'s table, one row per change, typed as the table's
     columns: ``_c<i>`` (column ``i`` of ``columns``, the image's value), ``_p_c<i>`` (boolean:
     the image carries the column), ``_op`` (``c``/``u``/``r``/``d``), ``_present``
@@ -831,7 +837,7 @@ def _fold(
     events: DataFrame,
     plan: TablePlan,
     columns: dict[str, str],
-    truncate: list | None,
+    truncate: tuple | None,
     state: TableState,
     deletes_path: str,
     path: str | None = None,

@@ -501,7 +501,7 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
                 pk_best[k] = cand
         if r["truncate"] is not None:
             t = (_order(r["truncate"]), _text(r["truncate"]))
-            rec = tuple(r["truncate"]["record"])
+            rec = None if r["truncate"]["record"] is None else tuple(r["truncate"]["record"])
             if p.truncate is None or truncate_key(t[0], rec) > truncate_key(p.truncate[0], p.truncate_record):
                 p.truncate, p.truncate_record = t, rec
         if r["min_data"] is not None:

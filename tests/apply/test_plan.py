@@ -103,11 +103,16 @@ def test_latest_message_key_wins():
 
 def test_positions_truncate_min_data_and_deletes_merge_over_rows():
     rows = [
-        table_row([col("a", "int")], None, truncate=pos(4), min_data={"rank": 1, "order": [Decimal(3)]}, max_delete=[Decimal(8)]),
-        table_row([col("a", "int"), col("b", "int")], None, truncate=pos(6), min_data={"rank": 0, "order": [Decimal(9)]}, max_delete=[Decimal(2)]),
+        table_row([col("a", "int")], None, truncate=dict(pos(4), record=("f", 9, None, None)), min_data={"rank": 1, "order": [Decimal(3)]},
+                  max_delete=[Decimal(8)]),
+        table_row([col("a", "int"), col("b", "int")], None, truncate=dict(pos(6), record=("f", 7, None, None)),
+                  min_data={"rank": 0, "order": [Decimal(9)]}, max_delete=[Decimal(2)]),
+        # the same position, a later record: the later truncate (equal positions keep arrival order)
+        table_row([col("a", "int")], None, truncate=dict(pos(6), record=("f", 8, None, None))),
+        table_row([col("a", "int")], None, truncate=dict(pos(6), record=("f", 5, None, None))),
     ]
     p = build_plan(rows).tables[0]
-    assert p.truncate == ([Decimal(6)], "6")
+    assert (p.truncate, p.truncate_record) == (([Decimal(6)], "6"), ("f", 8, None, None))
     assert p.min_data == (0, [Decimal(9)])  # a snapshot row is the oldest whatever its position
     assert p.max_delete == [Decimal(8)]
 

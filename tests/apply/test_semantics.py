@@ -101,6 +101,11 @@ def test_merge_condition_carries_the_batch_key_range(spark):
     cols = {"id": "int", "name": "string", "amount": "decimal(10,2)"}
     assert merge_condition_sql(p, cols) == "t.`id` <=> s._c0 AND t.`id` >= CAST(-3 AS int) AND t.`id` <= CAST(7 AS int)"
     assert merge_condition_sql(p, {**cols, "id": "decimal(3,1)"}).endswith("t.`id` >= -3BD AND t.`id` <= 7BD")
+    # a range the column's type cannot hold (a bad value): none, as the CAST would wrap (ANSI off)
+    assert merge_condition_sql(p, {**cols, "id": "tinyint"}).endswith("t.`id` >= CAST(-3 AS tinyint) AND t.`id` <= CAST(7 AS tinyint)")
+    (big,) = plan_batch(spark.createDataFrame([*events, ev("c", 24, row(3000000000, "big"), key=None)], EVENT_SCHEMA), {"t": ["id"]}).tables
+    assert merge_condition_sql(big, cols) == "t.`id` <=> s._c0"
+    assert merge_condition_sql(big, {**cols, "id": "bigint"}).endswith("t.`id` <= CAST(3000000000 AS bigint)")
     # an event without the key's value: no range
     (p,) = plan_batch(spark.createDataFrame([*events, ev("c", 23, {"name": "v"})], EVENT_SCHEMA)).tables
     assert merge_condition_sql(p, cols) == "t.`id` <=> s._c0"
