@@ -118,6 +118,11 @@ def get_spark(master: str | None = None, app_name: str = "cdclake", conf: dict |
         # recomputed, so Delta need not materialise them a second time (halves MERGE time).
         .config("spark.databricks.delta.merge.materializeSource", "none")
         .config("spark.databricks.delta.schema.autoMerge.enabled", "false")
+        # the applier persists its MERGE sources (shuffled by key); without this, adaptive
+        # execution keeps their 8 shuffle partitions even for a batch of a few hundred events,
+        # and each task pays the fold's fixed cost: a 151-column table's partial-update batch
+        # took 17-20 s, 13 s with it (bench/wide_table.py; NOTES.md session 17)
+        .config("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true")
         .config("spark.sql.ansi.enabled", "false")
         # explode(events) makes Spark infer a size(events) > 0 filter and push it through the
         # decoder's projections, where it inlines the whole decode expression (from_json once per
