@@ -56,7 +56,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdclake.apply.delta_table import ApplyResult, TableState, latest_version
-from cdclake.apply.plan import BatchPlan, order_key, truncate_key
+from cdclake.apply.plan import BatchPlan, order_key, record_tuple, truncate_key
 from cdclake.errors import CdclakeError
 from cdclake.model import EVENT_COLUMNS, SOURCE_RECORD_SCHEMA
 from cdclake.targets import TargetFiles, hadoop_fs
@@ -261,7 +261,7 @@ class Progress:
         return {
             r["table"]: TableState(
                 _list(r["delete_position"]), _list(r["truncate_position"]), r["truncate_position_text"], r["rows"],
-                _record(r.get("truncate_record")),
+                record_tuple(r.get("truncate_record")),
             )
             for r in self.rows
             if r["source"] is None and r["table"] is not None
@@ -343,11 +343,6 @@ def _list(v):
     return None if v is None else list(v)
 
 
-def _record(v) -> tuple | None:
-    """Record coordinates (a Row or tuple: file, line, partition, offset) as a tuple."""
-    return None if v is None else tuple(v)
-
-
 def _newest(a, b):
     if a is None:
         return b
@@ -396,8 +391,8 @@ def merge_progress(old: list[dict], new: list[dict]) -> list[dict]:
         t["delete_position"] = _newest(s["delete_position"], t["delete_position"])
         if s["truncate_position"] is not None and (
             t["truncate_position"] is None
-            or truncate_key(s["truncate_position"], _record(s.get("truncate_record")))
-            > truncate_key(t["truncate_position"], _record(t.get("truncate_record")))
+            or truncate_key(s["truncate_position"], record_tuple(s.get("truncate_record")))
+            > truncate_key(t["truncate_position"], record_tuple(t.get("truncate_record")))
         ):
             t["truncate_position"], t["truncate_position_text"] = s["truncate_position"], s["truncate_position_text"]
             t["truncate_record"] = s.get("truncate_record")

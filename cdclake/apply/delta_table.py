@@ -122,10 +122,11 @@ def rank_sql(op: str, by_position: bool) -> str:
 
 
 def _order_of_row(t: str, by_position: bool = False) -> str:
-    """:func:`order_sql` of a target row (alias ``t``): its ``_cdc_*`` columns."""
+    """:func:`order_sql` of a target row (alias ``t``; "" for none): its ``_cdc_*`` columns."""
+    p = f"{t}." if t else ""
     return order_sql(
-        rank_sql(f"{t}._cdc_op", by_position), f"{t}._cdc_position", "1",
-        *(f"{t}._cdc_record.{f}" for f in RECORD_FIELDS),
+        rank_sql(f"{p}_cdc_op", by_position), f"{p}_cdc_position", "1",
+        *(f"{p}_cdc_record.{f}" for f in RECORD_FIELDS),
     )
 
 
@@ -961,8 +962,7 @@ def truncate_sql(point: tuple) -> str:
 def _truncate(spark: SparkSession, path: str, point: tuple, by_position: bool = False) -> int:
     """Delete the rows older than a truncate at ``point`` (:func:`truncate_sql`); returns how
     many were deleted."""
-    row = order_sql(rank_sql("_cdc_op", by_position), "_cdc_position", "1", *(f"_cdc_record.{f}" for f in RECORD_FIELDS))
-    res = spark.sql(f"DELETE FROM delta.{q(path)} WHERE {row} < {truncate_sql(point)}").first()
+    res = spark.sql(f"DELETE FROM delta.{q(path)} WHERE {_order_of_row('', by_position)} < {truncate_sql(point)}").first()
     return int(res[0] or 0) if res is not None else 0
 
 

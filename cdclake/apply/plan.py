@@ -63,6 +63,12 @@ def record_key(record) -> tuple:
     return tuple((0,) if v is None else (1, v) for v in record)
 
 
+def record_tuple(record) -> tuple | None:
+    """Record coordinates as read back (a Row or tuple: file, line, partition, offset) as a
+    tuple, None for None."""
+    return None if record is None else tuple(record)
+
+
 def truncate_key(order, record) -> tuple:
     """A sort key of a truncate: its ``position.order``, then its record (:func:`record_key`)."""
     return (order_key(order), record_key(record))
@@ -501,7 +507,7 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
                 pk_best[k] = cand
         if r["truncate"] is not None:
             t = (_order(r["truncate"]), _text(r["truncate"]))
-            rec = None if r["truncate"]["record"] is None else tuple(r["truncate"]["record"])
+            rec = record_tuple(r["truncate"]["record"])
             if p.truncate is None or truncate_key(t[0], rec) > truncate_key(p.truncate[0], p.truncate_record):
                 p.truncate, p.truncate_record = t, rec
         if r["min_data"] is not None:
