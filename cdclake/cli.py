@@ -103,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("--transaction-timeout-ms", type=int, metavar="MS",
                      help="apply an open transaction's held changes once the source's event time is MS past it"
                           " (default 600000: 10 minutes)")
+    ing.add_argument("--snapshot-removes-missing", action="store_true",
+                     help="debezium-json: when a table's full snapshot completes (source.snapshot last_in_data_collection/last),"
+                          " remove its rows older than the snapshot (rows the source no longer has)")
     ing.add_argument("--master", help="Spark master URL (default local[*])")
     ing.add_argument("--quiet", action="store_true", help="print only the one-line totals")
     conv = sub.add_parser("convert", help="turn messages of one format into another")
@@ -189,11 +192,13 @@ def _limits(args):
 
 def _ingest(args) -> int:
     from cdclake import formats
-    from cdclake.pipeline import IngestConfig, check_target, ingest
+    from cdclake.pipeline import IngestConfig, check_snapshot_ends, check_target, ingest
     from cdclake.sources.files import resolve_inputs
 
     if args.format != "auto":
-        formats.get(args.format)  # fail fast on an unknown name, before Spark starts
+        decoder = formats.get(args.format)  # fail fast on an unknown name, before Spark starts
+        if args.snapshot_removes_missing:
+            check_snapshot_ends(decoder)
     pks = _primary_keys(args.primary_key)
     limits = _limits(args)  # fail fast on a bad limit, before Spark starts
     tx_timeout = _tx_timeout(args)
@@ -212,7 +217,8 @@ def _ingest(args) -> int:
 
     extra = _options(args.option)
     spark = get_spark(master=args.master)
-    config = IngestConfig(args.format, args.input, args.target, pks, args.canal_dts_inverted, extra, limits, args.scd_type, tx_timeout)
+    config = IngestConfig(args.format, args.input, args.target, pks, args.canal_dts_inverted, extra, limits, args.scd_type, tx_timeout,
+                          args.snapshot_removes_missing)
     console = _console()
     if console.is_terminal and not args.quiet:  # a spinner with the current step and the time
         import time
@@ -272,6 +278,7 @@ def _run_stream(args, pks: dict[str, list[str]], config) -> int:
     config.limits = _limits(args)
     config.scd_type = args.scd_type
     config.tx_timeout_ms = _tx_timeout(args)
+    config.snapshot_ends = args.snapshot_removes_missing
     check_target(args.target)
 
     from cdclake.spark import get_spark

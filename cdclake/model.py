@@ -77,6 +77,12 @@ class Kind(str, Enum):
     HEARTBEAT = "heartbeat"
     TX_BEGIN = "tx_begin"
     TX_END = "tx_end"
+    #: the source finished a full snapshot of the table at the event's position (Debezium
+    #: ``source.snapshot`` ``last_in_data_collection`` / ``last`` on the table's last read row),
+    #: emitted only under ``--snapshot-removes-missing``: the applier then removes the table's
+    #: rows older than that position (the snapshot did not read them), as a truncate there
+    #: whose record sorts before every row of the snapshot (README "Snapshots")
+    SNAPSHOT_END = "snapshot_end"
 
 
 #: One column of a message's own schema. ``source_type`` is the type as the source names it

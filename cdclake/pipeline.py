@@ -43,6 +43,8 @@ class IngestConfig:
         each table as it was created (new ones: 1).
     tx_timeout_ms: how far (event time, ms) the source may move past an open transaction before
         its held changes are applied as they are (:mod:`cdclake.apply.transactions`).
+    snapshot_ends: ``--snapshot-removes-missing`` (:attr:`DecodeOptions.snapshot_ends`; only for
+        a format with :attr:`cdclake.formats.base.Capabilities.snapshot_ends`).
     """
 
     format: str
@@ -54,6 +56,7 @@ class IngestConfig:
     limits: Limits = field(default_factory=Limits)
     scd_type: int | None = None
     tx_timeout_ms: int = transactions.DEFAULT_TIMEOUT_MS
+    snapshot_ends: bool = False
 
 
 @dataclass
@@ -85,6 +88,33 @@ class IngestSummary:
         self.timed_out_transactions += other.timed_out_transactions
 
 
+def decode_options(config, decoder: Decoder) -> DecodeOptions:
+    """The :class:`DecodeOptions` of an :class:`IngestConfig` or a
+    :class:`cdclake.stream.StreamConfig` for ``decoder``.
+
+    Raises:
+        CdclakeError(BAD_OPTION): ``snapshot_ends`` for a format that marks no snapshot end.
+    """
+    if config.snapshot_ends:
+        check_snapshot_ends(decoder)
+    return DecodeOptions(
+        primary_keys=config.primary_keys, canal_dts_inverted=config.canal_dts_inverted, extra=config.extra,
+        limits=config.limits, snapshot_ends=config.snapshot_ends,
+    )
+
+
+def check_snapshot_ends(decoder: Decoder) -> None:
+    """``--snapshot-removes-missing`` is possible for ``decoder``'s format.
+
+    Raises:
+        CdclakeError(BAD_OPTION): the format marks no end of a snapshot
+            (:attr:`cdclake.formats.base.Capabilities.snapshot_ends`).
+    """
+    if not decoder.capabilities.snapshot_ends:
+        ok = ", ".join(d.name for d in formats.all_decoders() if d.capabilities.snapshot_ends)
+        raise CdclakeError("BAD_OPTION", f"--snapshot-removes-missing: {decoder.name} marks no end of a snapshot (only {ok} does)")
+
+
 def check_target(target: str, spark: SparkSession | None = None) -> str:
     """Create ``target`` if needed and prove it is writable; returns its canonical spelling
     (:func:`cdclake.targets.resolve`: an absolute local path, or the URI). A URI target
@@ -111,9 +141,7 @@ def ingest(spark: SparkSession, config: IngestConfig, on_step=None) -> IngestSum
     decoder = formats.get(config.format) if config.format != "auto" else detect_format(files)
     target = check_target(config.target, spark)
     raw = decoder.read_files(spark, files)
-    options = DecodeOptions(
-        primary_keys=config.primary_keys, canal_dts_inverted=config.canal_dts_inverted, extra=config.extra, limits=config.limits
-    )
+    options = decode_options(config, decoder)
     if on_step:
         on_step(f"decoding {len(files)} file(s) as {decoder.name}")
     with targets.WriterLock(target, spark):

@@ -29,8 +29,8 @@ from cdclake import formats, targets
 from cdclake.apply import audit
 from cdclake.apply.transactions import DEFAULT_TIMEOUT_MS
 from cdclake.errors import CdclakeError
-from cdclake.formats.base import DecodeOptions, Limits
-from cdclake.pipeline import IngestSummary, check_target, ingest_batch
+from cdclake.formats.base import Limits
+from cdclake.pipeline import IngestSummary, check_target, decode_options, ingest_batch
 from cdclake.sources.kafka import KafkaInput, kafka_raw, read_kafka
 
 #: how long the first micro-batch waits for the query to report its id (s)
@@ -51,7 +51,7 @@ class StreamConfig:
         ``max_offsets_per_trigger`` needs, then stop; else run until stopped.
     trigger_interval: e.g. ``10 seconds``: start a micro-batch at most this often (None: the
         next batch starts when the last one ends).
-    primary_keys, canal_dts_inverted, extra, limits, scd_type, tx_timeout_ms: as
+    primary_keys, canal_dts_inverted, extra, limits, scd_type, tx_timeout_ms, snapshot_ends: as
         :class:`cdclake.pipeline.IngestConfig`.
     """
 
@@ -69,6 +69,7 @@ class StreamConfig:
     limits: Limits = field(default_factory=Limits)
     scd_type: int | None = None
     tx_timeout_ms: int = DEFAULT_TIMEOUT_MS
+    snapshot_ends: bool = False
 
 
 @dataclass
@@ -96,9 +97,7 @@ def run_stream(spark: SparkSession, config: StreamConfig, out=None) -> StreamSum
     decoder = formats.get(config.format)
     target = check_target(config.target, spark)
     audit.check_layout(target, spark)
-    options = DecodeOptions(
-        primary_keys=config.primary_keys, canal_dts_inverted=config.canal_dts_inverted, extra=config.extra, limits=config.limits
-    )
+    options = decode_options(config, decoder)
     write = (lambda line: None) if out is False else (lambda line: print(line, file=out or sys.stdout, flush=True))
 
     summary = StreamSummary(totals=IngestSummary(decoder.name))

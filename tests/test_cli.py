@@ -103,6 +103,7 @@ def test_spark_settings_from_the_environment(monkeypatch):
         (["--kafka-bootstrap", "h:1", "--topic", "t", "--checkpoint", "c", "--kafka-option", "novalue"], "BAD_OPTION: --kafka-option 'novalue'"),
         (["--kafka-bootstrap", "h:1", "--topic", "t", "--checkpoint", "c", "--max-offsets-per-trigger", "0"], "BAD_OPTION: --max-offsets-per-trigger"),
         (["--topic", "t", "--input", "x"], "BAD_OPTION: --topic needs --kafka-bootstrap"),
+        (["--input", "x", "--snapshot-removes-missing"], "BAD_OPTION: --snapshot-removes-missing: canal-json marks no end of a snapshot"),
     ],
 )
 def test_stream_options_are_checked_before_spark_starts(capsys, tmp_path, args, code_and_text):
@@ -214,3 +215,27 @@ def test_a_target_being_written_by_another_process_is_refused_in_one_line(capsys
         other.wait()
     assert code == 2 and err.count("\n") == 1 and "TARGET_LOCKED" in err and f"process {other.pid}" in err
     assert sorted(p.name for p in lake.rglob("*")) == ["_cdclake", "writer.lock"]
+
+
+def test_snapshot_removes_missing_through_the_command(spark, capsys, tmp_path):
+    # --snapshot-removes-missing from the command line to the table: run 1 streams rows 1 and 2;
+    # run 2 reads a snapshot (Debezium MySQL read events at the binlog position they were taken
+    # at, the last one marked last_in_data_collection, as in memiiso's
+    # serde-unnested-order-val-withschema.json) holding rows 1 and 3: row 2 is removed
+    import json
+
+    def rec(op, oid, pos, snapshot="false"):
+        return json.dumps({
+            "before": None, "after": {"order_number": oid, "purchaser": 1000 + oid}, "op": op, "ts_ms": 1718461481941,
+            "source": {"connector": "mysql", "name": "testc", "ts_ms": 1718461481000, "snapshot": snapshot, "db": "inventory",
+                       "table": "orders", "file": "mysql-bin.000003", "pos": pos, "row": 0}})
+
+    (tmp_path / "stream.json").write_text(rec("c", 1, 100) + "\n" + rec("c", 2, 200) + "\n")
+    (tmp_path / "snapshot.json").write_text(rec("r", 1, 824, "true") + "\n" + rec("r", 3, 824, "last_in_data_collection") + "\n")
+    lake = tmp_path / "lake"
+    common = ["ingest", "--format", "debezium-json", "--target", str(lake), "--primary-key", "inventory.orders=order_number"]
+    assert run([*common, "--input", str(tmp_path / "stream.json")], capsys)[0] == 0
+    code, out, _ = run([*common, "--input", str(tmp_path / "snapshot.json"), "--snapshot-removes-missing"], capsys)
+    assert code == 0 and "records in: 2  decoded: 2  rejected: 0  events: 3" in out, out
+    rows = spark.read.format("delta").load(str(lake / "inventory.orders")).select("order_number", "purchaser", "_cdc_op").collect()
+    assert sorted(tuple(r) for r in rows) == [(1, 1001, "r"), (3, 1003, "r")]

@@ -122,12 +122,14 @@ def _batch_truncates(spark: SparkSession, events: DataFrame, plan: TablePlan) ->
             F.col("position.text").alias("_pos_text"),
             F.col("event_time_ms").alias("_etime"),
         ))
-    for order, text in plan.ends:  # DDL: no record coordinates kept in the plan
+    # DDL and snapshot ends: a null record (before every change of their position); the plan
+    # keeps no event time for DDL
+    for order, text, etime in plan.ends:
         frames.append(spark.range(1).select(
             F.expr(f"CAST(named_struct('_rank', 1, 'pos', {_order_sql(order)}, '_sub', 1, 'file', NULL, 'line', NULL,"
                    f" 'part', NULL, 'off', NULL) AS {ORDER_TYPE})").alias("_ord"),
             F.lit(text).alias("_pos_text"),
-            F.lit(None).cast("bigint").alias("_etime"),
+            F.lit(etime).cast("bigint").alias("_etime"),
         ))
     return reduce(DataFrame.unionByName, frames) if frames else None
 

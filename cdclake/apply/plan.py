@@ -166,8 +166,14 @@ class TablePlan:
     ended: a line per ``DROP TABLE`` / ``TRUNCATE TABLE`` statement of the batch's DDL, which
         the applier follows as a truncate at the statement's position (``truncate`` holds the
         latest), for the schema history.
-    ends: ``(order, text)`` of each of those statements (an SCD type 2 table ends every row's
-        history at each of them, see :mod:`cdclake.apply.history`).
+    ends: ``(order, text, event time ms)`` of each of those statements (event time None: the
+        plan keeps none for DDL) and of :attr:`snapshot_end` (an SCD type 2 table ends every
+        row's history at each of them, see :mod:`cdclake.apply.history`).
+    snapshot_end: ``(order, text, event time ms)`` of the batch's latest ``snapshot_end`` event of the table
+        (:attr:`cdclake.model.Kind.SNAPSHOT_END`), else None: followed like a ``TRUNCATE TABLE``
+        statement there (``truncate``, ``ends``, ``ended``), so the rows the snapshot did not
+        read, all older than it, are removed and every row it read (same position, a record
+        after the truncate's null one) stays.
     unapplied: the batch's DDL that is not followed, with the reason (``not applied: ...``),
         for ``_cdclake/schema_history``.
     """
@@ -193,7 +199,8 @@ class TablePlan:
     renames: dict[str, str] = field(default_factory=dict)
     unapplied: list[str] = field(default_factory=list)
     ended: list[str] = field(default_factory=list)
-    ends: list[tuple[Order, str]] = field(default_factory=list)
+    ends: list[tuple[Order, str, int | None]] = field(default_factory=list)
+    snapshot_end: tuple[Order, str, int | None] | None = None
     ranked_events: int = 0
     key_stats: "KeyStats" = field(default_factory=lambda: KeyStats())
 
@@ -287,7 +294,7 @@ def summarize(
     ``n_tx`` (its events), ``n_held`` (of them from the held table), ``held_at_ms`` (least) and
     ``last_event_time_ms``. Only transactions that are open or have held events are returned."""
     is_data = F.col("kind") == "data"
-    tabled = F.col("table").isNotNull() & F.col("kind").isin("data", "ddl")
+    tabled = F.col("table").isNotNull() & F.col("kind").isin("data", "ddl", "snapshot_end")
     op = F.col("op")
     order = F.col("position.order")
     from cdclake.formats import snapshot_position_formats
@@ -363,6 +370,9 @@ def summarize(
             F.col("position.text").alias("text"),
         ))).alias("truncate"),
         F.min(F.when(tabled & is_data & (op != "t"), F.struct(F.col("rank"), order.alias("order")))).alias("min_data"),
+        # the latest end of a full snapshot (--snapshot-removes-missing): a truncate there
+        F.max(F.when(tabled & (F.col("kind") == "snapshot_end"), F.struct(
+            order.alias("order"), F.col("position.text").alias("text"), F.col("event_time_ms").alias("etime")))).alias("snapshot_end"),
         # an update with a full before image may change the key (always, for a keyless table):
         # it deletes the old key's row, so it counts as a delete here. A partial update with a
         # before image counts too: the applier completes one whose before image holds every
@@ -510,6 +520,10 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
             rec = record_tuple(r["truncate"]["record"])
             if p.truncate is None or truncate_key(t[0], rec) > truncate_key(p.truncate[0], p.truncate_record):
                 p.truncate, p.truncate_record = t, rec
+        if r.get("snapshot_end") is not None:
+            e = (_list(r["snapshot_end"]["order"]), r["snapshot_end"]["text"], r["snapshot_end"]["etime"])
+            if p.snapshot_end is None or order_key(e[0]) > order_key(p.snapshot_end[0]):
+                p.snapshot_end = e
         if r["min_data"] is not None:
             m = (r["min_data"]["rank"], _list(r["min_data"]["order"]))
             if p.min_data is None or ranked_key(*m) < ranked_key(*p.min_data):
@@ -634,17 +648,19 @@ def _follow_drops_and_renames(p: TablePlan, lasts: dict[str, list]) -> None:
 def _follow_table_ends(p: TablePlan) -> None:
     """A ``DROP TABLE`` or ``TRUNCATE TABLE`` statement of the batch's DDL (read by
     :func:`cdclake.apply.ddl.table_end`) ends the table's rows at its position: it becomes the
-    batch's truncate when it is the latest, and says so in ``p.ended`` (schema history)."""
+    batch's truncate when it is the latest, and says so in ``p.ended`` (schema history). So
+    does the end of a full snapshot (:attr:`TablePlan.snapshot_end`)."""
     from cdclake.apply.ddl import table_end
 
-    for order, text, ddl in p.ddl:
-        verb = table_end(ddl, p.table)
-        if verb is None:
-            continue
+    found = [(order, text, None, f"table {'dropped' if verb == 'drop' else 'truncated'} at the source")
+             for order, text, verb in ((o, t, table_end(d, p.table)) for o, t, d in p.ddl) if verb is not None]
+    if p.snapshot_end is not None:
+        found.append((*p.snapshot_end, "full snapshot of the table completed"))
+    for order, text, etime, what in found:
         if p.truncate is None or truncate_key(order, None) > truncate_key(p.truncate[0], p.truncate_record):
             p.truncate, p.truncate_record = (order, text), None
-        p.ends.append((order, text))
-        p.ended.append(f"table {'dropped' if verb == 'drop' else 'truncated'} at the source (position {text}): its older rows removed, as by a truncate")
+        p.ends.append((order, text, etime))
+        p.ended.append(f"{what} (position {text}): its older rows removed, as by a truncate")
 
 
 def _choose_key(p: TablePlan, configured: dict[str, list[str]]) -> None:

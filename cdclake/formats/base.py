@@ -44,6 +44,10 @@ class Capabilities:
     #: applier then holds an open transaction back until the rest arrives
     #: (:mod:`cdclake.apply.transactions`)
     transaction_bounds: bool = False
+    #: the format marks the last row of a table's full snapshot (Debezium's ``source.snapshot``
+    #: ``last_in_data_collection`` / ``last``): ``--snapshot-removes-missing`` can follow it
+    #: (:attr:`DecodeOptions.snapshot_ends`)
+    snapshot_ends: bool = False
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,9 @@ class DecodeOptions:
         target kept for a decoder with ``keeps_context`` (Qlik: its metadata messages); the
         decoder may consult them, never decodes them to events. None: no earlier batch kept any.
     limits: see :class:`Limits` (applied by the ingest around every decoder).
+    snapshot_ends: ``--snapshot-removes-missing``: a decoder whose format marks the end of a
+        table's full snapshot (Debezium) adds a :attr:`cdclake.model.Kind.SNAPSHOT_END` event
+        after the table's last snapshot row; without it no decoder emits one.
     """
 
     primary_keys: dict[str, list[str]] = field(default_factory=dict)
@@ -81,6 +88,7 @@ class DecodeOptions:
     extra: dict[str, str] = field(default_factory=dict)
     context: DataFrame | None = None
     limits: Limits = field(default_factory=Limits)
+    snapshot_ends: bool = False
 
 
 class Decoder(ABC):

@@ -63,10 +63,19 @@ def test_history_tables(spark, tmp_path):
     # truncate's position ends there when its record is older, begins there when it is newer
     o1 = [ev("c", 7, row(1, "a"), table="o"), ev("t", 9, table="o"), ev("c", 9, row(3, "after"), table="o")]
     o2 = [ev("t", 7, table="o"), ev("c", 9, row(5, "older record"), table="o", line=1)]
+    # table s (Debezium, --snapshot-removes-missing): a completed snapshot at 5 ends every
+    # version older than it, as a truncate there; the snapshot's rows begin versions at 5
+    def dbz(*a, **kw):
+        return dict(ev(*a, table="s", **kw), format="debezium-json")
 
-    first = apply(spark, tmp_path, t1 + p1 + k1 + m1 + n1 + o1)
+    s1 = [dbz("c", 1, row(1, "a")), dbz("c", 2, row(2, "b"))]
+    last = dbz("r", 5, row(3, "snap3"))
+    s2 = [dbz("r", 5, row(1, "snap1")), last,
+          dict(dbz(None, 5, kind="snapshot_end", key=None, columns=None), source_record=last["source_record"])]
+
+    first = apply(spark, tmp_path, t1 + p1 + k1 + m1 + n1 + o1 + s1)
     assert (first["db.t"].inserted, first["db.t"].rows_now) == (3, 3)
-    apply(spark, tmp_path, t2 + p2 + t3 + m2 + n2 + o2)
+    apply(spark, tmp_path, t2 + p2 + t3 + m2 + n2 + o2 + s2)
     again = apply(spark, tmp_path, t1 + t2 + t3 + p1 + p2 + k1 + m1 + m2, scd_type=None)  # re-delivered: nothing changes
     assert {n: (r.inserted, r.updated) for n, r in again.items()} == {"db.t": (0, 0), "db.p": (0, 0), "db.k": (0, 0), "db.m": (0, 0)}
     apply(spark, tmp_path, t4)
@@ -102,6 +111,12 @@ def test_history_tables(spark, tmp_path):
         (1, "a", None, "7", "7", "t", 7, 7, False),
         (3, "after", None, "9", None, None, 9, None, True),
         (5, "older record", None, "9", "9", "t", 9, 9, False),
+    ]
+    assert history(spark, tmp_path, "db.s") == [
+        (1, "a", None, "1", "5", "t", 1, 5, False),
+        (1, "snap1", None, "5", None, None, 5, None, True),
+        (2, "b", None, "2", "5", "t", 2, 5, False),
+        (3, "snap3", None, "5", None, None, 5, None, True),
     ]
     assert assert_delta_rs_reads_like_spark(spark, tmp_path / "db.t") == 8
 

@@ -385,6 +385,26 @@ def _snapshot_by_position_lands_after_a_delete_or_truncate():
     ]
 
 
+def _completed_snapshot_removes_rows_it_did_not_read():
+    # --snapshot-removes-missing: Debezium's snapshot_end event (after the table's last snapshot
+    # row, same position and record) removes the rows older than the snapshot, as a truncate
+    # whose record sorts before the snapshot's rows: row 2, gone from the source while nothing
+    # streamed, is removed; the snapshot's rows of an earlier batch (1) and of this one (4)
+    # stay, and so does a change newer than the snapshot (3); a late change older than it and
+    # the earlier batch's events again change nothing
+    def dbz(*a, **kw):
+        return dict(ev(*a, **kw), format="debezium-json")
+
+    last = dbz("r", 5, row(4, "snap4"))
+    end = dict(dbz(None, 5, kind="snapshot_end", key=None, columns=None), source_record=last["source_record"])
+    second = [dbz("r", 5, row(1, "snap1")), dbz("u", 6, row(3, "after"), row(3, "c"))]
+    return [
+        ([dbz("c", 1, row(1, "a")), dbz("c", 2, row(2, "b")), dbz("c", 3, row(3, "c"))], None),
+        (second, {"t": [(1, "snap1", None), (2, "b", None), (3, "after", None)]}),
+        ([last, end, dbz("c", 4, row(2, "late")), *second], {"t": [(1, "snap1", None), (3, "after", None), (4, "snap4", None)]}),
+    ]
+
+
 def _remembered_keys_keep_microseconds():
     # a keyless table whose rows differ only below a millisecond: the delete of one, remembered
     # from batch 1, must not keep out an older insert of the other (remembered keys were JSON
@@ -447,6 +467,7 @@ SCENARIOS = {
     "halves": _update_halves_split_across_batches_make_one_update,
     "ended": _table_dropped_or_truncated_by_ddl,
     "resnap": _snapshot_by_position_lands_after_a_delete_or_truncate,
+    "snapend": _completed_snapshot_removes_rows_it_did_not_read,
     "microkey": _remembered_keys_keep_microseconds,
     "keylesspart": _keyless_partial_update_before_its_insert_in_an_earlier_batch,
     "partmove": _partial_update_that_changes_the_key_moves_the_whole_row,
@@ -481,8 +502,10 @@ def test_scenarios_in_shared_batches(spark, tmp_path):
     assert dtypes == {"widen": "bigint", "widendel": "decimal(12,2)"}
     history = {(r["table"], r["change"]) for r in spark.read.format("delta").load(f"{tmp_path}/_cdclake/schema_history").collect()}
     assert {("db.ended", "table dropped at the source (position 3): its older rows removed, as by a truncate"),
-            ("db.ended_x", "table truncated at the source (position 3): its older rows removed, as by a truncate")} <= history
+            ("db.ended_x", "table truncated at the source (position 3): its older rows removed, as by a truncate"),
+            ("db.snapend", "full snapshot of the table completed (position 5): its older rows removed, as by a truncate")} <= history
     assert results[1]["db.ended"].truncated == 2 and results[1]["db.ended_x"].truncated == 1
+    assert (results[2]["db.snapend"].truncated, results[2]["db.snapend"].updated) == (1, 0)
     subs = {(r["table"], r["key"], r["sub"]) for r in spark.read.format("delta").load(f"{tmp_path}/_cdclake/deletes").collect()}
     assert {("db.halves_kb", '{"id":1}', 0), ("db.halves_sb", '{"id":1}', 0), ("db.halves_ka", '{"id":1}', 0)} <= subs
 

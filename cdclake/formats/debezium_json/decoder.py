@@ -36,7 +36,16 @@ Mapping to the canonical event:
   A ``c``/``r``/``u`` without ``after`` or a ``d`` without ``before`` -> ``MISSING_IMAGE`` (an
   ``u`` without ``before``, as PostgreSQL's REPLICA IDENTITY DEFAULT writes it, is fine).
   The op is taken as written: ``source.snapshot`` (``true``/``last``/``incremental`` ...) does not
-  change it (Debezium marks snapshot rows with ``r``).
+  change it (Debezium marks snapshot rows with ``r``). Under ``--snapshot-removes-missing``
+  (``DecodeOptions.snapshot_ends``) an ``r`` whose ``source.snapshot`` is
+  ``last_in_data_collection`` (the last row of one table's snapshot, Debezium 2.x) or ``last``
+  (the snapshot's last row) decodes to the data event and then a ``snapshot_end`` event of the
+  same table, position, event time and record: the table's snapshot is complete there. A
+  table whose snapshot read no row, or a connector older than these markers on every table but
+  the last, gives none (the Debezium test ``assertRecordsSnapshotMarkers`` and the Connect
+  schema's enum ``true,first,first_in_data_collection,last_in_data_collection,last,false,
+  incremental``; fixture ``memiiso .../serde-unnested-order-val-withschema.json``). Incremental
+  snapshots (``incremental``) carry no end and never give one.
 * table identity: ``database = source.db``, ``schema = source.schema`` (null where the connector
   has none, e.g. MySQL), ``table = source.table`` (MongoDB: ``source.collection``); a data event
   without a table -> ``MISSING_TABLE``.
@@ -456,6 +465,7 @@ class DebeziumJsonDecoder(Decoder):
         # seed 003 (Db2 connector): the snapshot's read events carry the position read before
         # the snapshot; streaming starts from it
         snapshot_positions=True,
+        snapshot_ends=True,
     )
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
@@ -701,9 +711,18 @@ class DebeziumJsonDecoder(Decoder):
             position=position_sql(["coalesce(ts, 0)"], "concat_ws(' ', concat('tx=', b.id), upper(b.status))"),
         )
         heartbeat_event = event_sql(**common, kind="'heartbeat'", position=position_sql(["ts"], "concat('ts_ms=', ts)"))
+        # --snapshot-removes-missing: the table's last snapshot row (Debezium 2.x marks it
+        # last_in_data_collection, the snapshot's very last row last) also says the table's
+        # snapshot is complete at its position
+        ends = (
+            f"""when rt = 'data' and b.op = 'r' and lower(src.snapshot) in ('last', 'last_in_data_collection')
+                then array({data_event}, {event_sql(**{k: v for k, v in data_common.items() if not k.startswith('tx_')}, kind="'snapshot_end'")})"""
+            if options.snapshot_ends else ""
+        )
 
         events = F.expr(
             f"""case
+              {ends}
               when rt = 'data' then array({data_event})
               when rt = 'truncate' then array({truncate_event})
               when rt = 'ddl' and size(tc) > 0 then transform(tc, x -> {ddl_event('x')})

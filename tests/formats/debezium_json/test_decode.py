@@ -42,9 +42,9 @@ def lines_file(tmp_path, docs, name="input.txt"):
     return out
 
 
-def decode_raw(spark, records, fmt=FMT):
+def decode_raw(spark, records, fmt=FMT, options=None):
     """Decode (key, value) string pairs given as Kafka-like raw records (None = null bytes);
-    returns the decoded rows in input order."""
+    returns the decoded rows in input order. ``options``: DecodeOptions (default: none set)."""
     from cdclake import formats
     from cdclake.formats.base import DecodeOptions
     from cdclake.model import RAW_SCHEMA
@@ -58,12 +58,43 @@ def decode_raw(spark, records, fmt=FMT):
         for i, (k, v) in enumerate(records)
     ]
     raw = spark.createDataFrame(rows, RAW_SCHEMA)
-    decoded = formats.get(fmt).decode(raw, DecodeOptions())
+    decoded = formats.get(fmt).decode(raw, options or DecodeOptions())
     return decoded.orderBy("source_record.line").collect()
 
 
 def events_of(row):
     return [e.asDict(recursive=True) for e in (row.events or [])]
+
+
+def test_snapshot_end_follows_a_tables_last_snapshot_row_when_asked(spark):
+    # memiiso serde-unnested-order-val-withschema.json: a Debezium 2.7 MySQL read event marked
+    # source.snapshot "last_in_data_collection" (the last row of the orders table's snapshot).
+    # With DecodeOptions.snapshot_ends it decodes to the row and a snapshot_end event of the same
+    # table, position and record; so does "last"; not "true", "incremental", a streamed "c", or
+    # any record without the option
+    from cdclake.formats.base import DecodeOptions
+
+    doc = json.loads(fixture_path(f"{MEMIISO}/serde-unnested-order-val-withschema.json").read_text(encoding="utf-8"))
+
+    def marked(snapshot, op="r"):
+        d = json.loads(json.dumps(doc))
+        d["payload"]["source"]["snapshot"], d["payload"]["op"] = snapshot, op
+        return (None, json.dumps(d))
+
+    recs = [marked("last_in_data_collection"), marked("last"), marked("true"), marked("incremental"), marked("last", "c")]
+    on = decode_raw(spark, recs, options=DecodeOptions(snapshot_ends=True))
+    assert [r.error_code for r in on] == [None] * 5
+    assert [[(e["kind"], e["op"]) for e in events_of(r)] for r in on] == [
+        [("data", "r"), ("snapshot_end", None)], [("data", "r"), ("snapshot_end", None)],
+        [("data", "r")], [("data", "r")], [("data", "c")]]
+    row_ev, end = events_of(on[0])
+    assert (end["database"], end["schema"], end["table"]) == ("inventory", None, "orders")
+    assert end["position"] == row_ev["position"] == {"order": D(3, 824, 0, 0), "text": "mysql-bin.000003:824:0"}
+    assert end["source_record"] == row_ev["source_record"] and end["event_time_ms"] == row_ev["event_time_ms"]
+    assert (end["before"], end["after"], end["columns"], end["tx_id"]) == (None, None, None, None)
+    # the same records without the option: one data event each, as before
+    off = decode_raw(spark, recs[:1])
+    assert [[e["kind"] for e in events_of(r)] for r in off] == [["data"]]
 
 
 def col_types(event):
