@@ -11,7 +11,7 @@ itself marks every field nullable so that decoders' expressions cast to it witho
 column             type                        meaning
 =================  ==========================  ==============================================
 format             string, never null          decoder name, e.g. ``canal-json``
-kind               string, never null          :class:`Kind`: data, ddl, heartbeat, tx_begin, tx_end
+kind               string, never null          :class:`Kind`: data, ddl, heartbeat, tx_begin, tx_end, snapshot_end
 op                 string, null unless data    :class:`Op` wire code: c, u, d, r, t
 database           string, may be null         source database (null for heartbeats)
 schema             string, may be null         source schema; null where the source has none

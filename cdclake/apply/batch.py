@@ -300,7 +300,7 @@ def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, p
         for a in applied:
             for df in a.cached:
                 df.unpersist()
-    counts = {p.name: sum(p.counts.values()) + len(p.ddl) for p in plan_all.tables}
+    counts = {p.name: sum(p.counts.values()) + len(p.ddl) + p.snapshot_ends for p in plan_all.tables}
     return [a.result for a in applied if a.touched] + [
         ApplyResult(name, failed=f"{f.code}: {f.reason}", failed_events=counts.get(name, 0)) for name, f in sorted(failures.items())
     ]

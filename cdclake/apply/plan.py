@@ -163,9 +163,9 @@ class TablePlan:
     drops: columns the batch's DDL drops (and no later event of the batch declares), in order.
     renames: new name -> old name of the columns the batch's DDL renames (see
         :mod:`cdclake.apply.ddl`); ``columns`` already holds the new name in the old one's place.
-    ended: a line per ``DROP TABLE`` / ``TRUNCATE TABLE`` statement of the batch's DDL, which
-        the applier follows as a truncate at the statement's position (``truncate`` holds the
-        latest), for the schema history.
+    ended: a line per ``DROP TABLE`` / ``TRUNCATE TABLE`` statement of the batch's DDL and per
+        end of a full snapshot (:attr:`snapshot_end`), which the applier follows as a truncate
+        at its position (``truncate`` holds the latest), for the schema history.
     ends: ``(order, text, event time ms)`` of each of those statements (event time None: the
         plan keeps none for DDL) and of :attr:`snapshot_end` (an SCD type 2 table ends every
         row's history at each of them, see :mod:`cdclake.apply.history`).
@@ -173,7 +173,8 @@ class TablePlan:
         (:attr:`cdclake.model.Kind.SNAPSHOT_END`), else None: followed like a ``TRUNCATE TABLE``
         statement there (``truncate``, ``ends``, ``ended``), so the rows the snapshot did not
         read, all older than it, are removed and every row it read (same position, a record
-        after the truncate's null one) stays.
+        after the truncate's null one) stays; only when :attr:`snapshot_by_position` (else a
+        line of ``unapplied``). ``snapshot_ends``: how many such events the batch holds.
     unapplied: the batch's DDL that is not followed, with the reason (``not applied: ...``),
         for ``_cdclake/schema_history``.
     """
@@ -201,6 +202,7 @@ class TablePlan:
     ended: list[str] = field(default_factory=list)
     ends: list[tuple[Order, str, int | None]] = field(default_factory=list)
     snapshot_end: tuple[Order, str, int | None] | None = None
+    snapshot_ends: int = 0
     ranked_events: int = 0
     key_stats: "KeyStats" = field(default_factory=lambda: KeyStats())
 
@@ -373,6 +375,7 @@ def summarize(
         # the latest end of a full snapshot (--snapshot-removes-missing): a truncate there
         F.max(F.when(tabled & (F.col("kind") == "snapshot_end"), F.struct(
             order.alias("order"), F.col("position.text").alias("text"), F.col("event_time_ms").alias("etime")))).alias("snapshot_end"),
+        count(F.col("kind") == "snapshot_end").alias("n_snapshot_end"),
         # an update with a full before image may change the key (always, for a keyless table):
         # it deletes the old key's row, so it counts as a delete here. A partial update with a
         # before image counts too: the applier completes one whose before image holds every
@@ -520,6 +523,7 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
             rec = record_tuple(r["truncate"]["record"])
             if p.truncate is None or truncate_key(t[0], rec) > truncate_key(p.truncate[0], p.truncate_record):
                 p.truncate, p.truncate_record = t, rec
+        p.snapshot_ends += r.get("n_snapshot_end") or 0
         if r.get("snapshot_end") is not None:
             e = (_list(r["snapshot_end"]["order"]), r["snapshot_end"]["text"], r["snapshot_end"]["etime"])
             if p.snapshot_end is None or order_key(e[0]) > order_key(p.snapshot_end[0]):
@@ -654,8 +658,11 @@ def _follow_table_ends(p: TablePlan) -> None:
 
     found = [(order, text, None, f"table {'dropped' if verb == 'drop' else 'truncated'} at the source")
              for order, text, verb in ((o, t, table_end(d, p.table)) for o, t, d in p.ddl) if verb is not None]
-    if p.snapshot_end is not None:
+    if p.snapshot_end is not None and p.snapshot_by_position:
         found.append((*p.snapshot_end, "full snapshot of the table completed"))
+    elif p.snapshot_end is not None:  # snapshot rows rank below every streamed change: no point to end them at
+        p.unapplied.append(f"not applied: end of a full snapshot at position {p.snapshot_end[1]}, from events whose"
+                           " snapshot rows do not order with streamed changes by position")
     for order, text, etime, what in found:
         if p.truncate is None or truncate_key(order, None) > truncate_key(p.truncate[0], p.truncate_record):
             p.truncate, p.truncate_record = (order, text), None

@@ -69,8 +69,9 @@ def test_history_tables(spark, tmp_path):
         return dict(ev(*a, table="s", **kw), format="debezium-json")
 
     s1 = [dbz("c", 1, row(1, "a")), dbz("c", 2, row(2, "b"))]
+    snap1 = dbz("r", 5, row(1, "snap1"))  # (a lower line than the snapshot's last row)
     last = dbz("r", 5, row(3, "snap3"))
-    s2 = [dbz("r", 5, row(1, "snap1")), last,
+    s2 = [snap1, last,
           dict(dbz(None, 5, kind="snapshot_end", key=None, columns=None), source_record=last["source_record"])]
 
     first = apply(spark, tmp_path, t1 + p1 + k1 + m1 + n1 + o1 + s1)

@@ -223,3 +223,24 @@ def test_table_end_reads_drop_and_truncate_statements():
     assert table_end("DROP INDEX idx ON orders", "orders") is None
     assert table_end("this is not sql ((", "orders") is None
     assert table_end(None, "orders") is None
+
+
+def test_snapshot_end_is_followed_as_a_null_record_truncate_only_by_position():
+    # the latest snapshot_end of the table (a later one in another group) becomes the truncate
+    # point with no record, unless a truncate of the batch is later; events whose snapshot rows
+    # rank below streamed changes (n_ranked) leave it unapplied, with the reason
+    def end(p, etime):
+        return dict(pos(p), etime=etime)
+
+    rows = [
+        table_row([col("a", "int")], ["a"], n_r=2, n_ranked=0, snapshot_end=end(5, 50), n_snapshot_end=1),
+        table_row(None, None, n_ranked=0, snapshot_end=end(7, 70), n_snapshot_end=1,
+                  truncate=dict(pos(6), record=("f", 1, None, None)), n_t=1),
+        table_row([col("a", "int")], ["a"], table="u", n_r=1, snapshot_end=end(5, 50), n_snapshot_end=1),
+    ]
+    by_name = {p.table: p for p in build_plan(rows).tables}
+    t, u = by_name["t"], by_name["u"]
+    assert (t.truncate, t.truncate_record, t.ends, t.snapshot_ends) == (([Decimal(7)], "7"), None, [([Decimal(7)], "7", 70)], 2)
+    assert t.ended == ["full snapshot of the table completed (position 7): its older rows removed, as by a truncate"]
+    assert (u.truncate, u.ends, u.ended) == (None, [], [])
+    assert u.unapplied and "end of a full snapshot at position 5" in u.unapplied[0]

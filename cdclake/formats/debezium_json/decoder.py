@@ -45,7 +45,12 @@ Mapping to the canonical event:
   the last, gives none (the Debezium test ``assertRecordsSnapshotMarkers`` and the Connect
   schema's enum ``true,first,first_in_data_collection,last_in_data_collection,last,false,
   incremental``; fixture ``memiiso .../serde-unnested-order-val-withschema.json``). Incremental
-  snapshots (``incremental``) carry no end and never give one.
+  snapshots (``incremental``) carry no end and never give one. Only connectors whose positions
+  follow commit order give one (MySQL/MariaDB binlog, SQL Server/Db2 commit LSN, MongoDB
+  oplog): a PostgreSQL ``lsn`` or an Oracle ``scn`` is the change's own, so a transaction open
+  at the snapshot point commits changes older than the snapshot that it did not read, which the
+  end would remove; other connectors' positions fall back to ``ts_ms``, which snapshot rows
+  need not share.
 * table identity: ``database = source.db``, ``schema = source.schema`` (null where the connector
   has none, e.g. MySQL), ``table = source.table`` (MongoDB: ``source.collection``); a data event
   without a table -> ``MISSING_TABLE``.
@@ -713,9 +718,12 @@ class DebeziumJsonDecoder(Decoder):
         heartbeat_event = event_sql(**common, kind="'heartbeat'", position=position_sql(["ts"], "concat('ts_ms=', ts)"))
         # --snapshot-removes-missing: the table's last snapshot row (Debezium 2.x marks it
         # last_in_data_collection, the snapshot's very last row last) also says the table's
-        # snapshot is complete at its position
+        # snapshot is complete at its position; only where positions follow commit order
+        # (binlog, commit LSN, oplog): a PostgreSQL lsn or an Oracle scn is the change's own,
+        # so a transaction open at the snapshot point commits changes older than it
         ends = (
             f"""when rt = 'data' and b.op = 'r' and lower(src.snapshot) in ('last', 'last_in_data_collection')
+                     and pstyle in ('binlog', 'lsn', 'mongo')
                 then array({data_event}, {event_sql(**{k: v for k, v in data_common.items() if not k.startswith('tx_')}, kind="'snapshot_end'")})"""
             if options.snapshot_ends else ""
         )

@@ -31,7 +31,8 @@ Records written, in commit order (``(key, value)``; JSON, compact)::
 With the envelope every key and value is ``{"schema": <Connect schema>, "payload": <above>}``.
 
 * op: ``c``/``u``/``d``/``r``/``t`` as the event's; a snapshot row (``r``) carries
-  ``source.snapshot`` ``"true"`` (``"last"`` on the last row of the snapshot) and the binlog
+  ``source.snapshot`` ``"true"`` (``"last_in_data_collection"`` on the last row of a table,
+  ``"last"`` on the last row of the snapshot, as Debezium 2.x) and the binlog
   position at which the snapshot was taken, which every row of that snapshot shares; truncates
   have no images and no key.
 * row values (Debezium's defaults: ``decimal.handling.mode=precise``,
@@ -468,8 +469,12 @@ class DebeziumJsonEncoder(Encoder):
         for i, e in enumerate(kept):
             self._count_losses(e, out)
             if e["kind"] == "data" and e["op"] == "r":
-                last = i + 1 == len(kept) or kept[i + 1]["op"] != "r"
-                source = self._source(e, file_no, pos, "last" if last else "true")
+                # Debezium 2.x marks each table's last snapshot row, the snapshot's last one "last"
+                nxt = kept[i + 1] if i + 1 < len(kept) else None
+                snapshot_over = nxt is None or nxt["kind"] != "data" or nxt["op"] != "r"
+                table_over = snapshot_over or (nxt["database"], nxt["table"]) != (e["database"], e["table"])
+                mark = "last" if snapshot_over else "last_in_data_collection" if table_over else "true"
+                source = self._source(e, file_no, pos, mark)
             else:
                 if in_file == EVENTS_PER_FILE:
                     file_no, pos, in_file = file_no + 1, FIRST_POS, 0

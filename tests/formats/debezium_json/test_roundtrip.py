@@ -131,12 +131,16 @@ def test_delete_is_followed_by_a_tombstone_in_its_unit():
 
 def test_snapshot_rows_share_the_snapshot_position():
     # seed 003: every read event carries the position read before the snapshot
+    # ... and, as Debezium 2.x, each table's last read is marked last_in_data_collection, the
+    # snapshot's last one last (RelationalSnapshotChangeEventSource.setSnapshotMarker)
     evs = [event("data", "r", after={**ROW, "id": str(i)}, columns=COLS, primary_key=["id"]) for i in (1, 2, 3)]
+    evs.append(event("data", "r", table="log", after={"id": "1"}, columns=COLS[:1], primary_key=None))
     evs.append(event("data", "c", after=ROW, columns=COLS, primary_key=["id"], tx_id="t1", tx_seq=1))
     sources = [json.loads(v)["source"] for _, v in records(evs, with_schema=False)]
     assert [(s["snapshot"], s["file"], s["pos"], s["row"]) for s in sources] == [
         ("true", "mysql-bin.000001", FIRST_POS, 0), ("true", "mysql-bin.000001", FIRST_POS, 0),
-        ("last", "mysql-bin.000001", FIRST_POS, 0), ("false", "mysql-bin.000001", FIRST_POS + POS_STEP, 0)]
+        ("last_in_data_collection", "mysql-bin.000001", FIRST_POS, 0), ("last", "mysql-bin.000001", FIRST_POS, 0),
+        ("false", "mysql-bin.000001", FIRST_POS + POS_STEP, 0)]
 
 
 def test_binlog_file_rolls_over():
