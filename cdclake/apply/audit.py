@@ -21,7 +21,10 @@ All are Delta tables under ``<target>/_cdclake/``:
   its own position's changes, the old key's row of a key change or a lone update before half,
   else 1, read as 1 in a table written before the column), appended per batch. Read only for a
   table whose batch holds a change not newer than the table's latest delete (an out-of-order
-  delivery, or a tie); grows with deletes, nothing prunes it yet.
+  delivery, or a tie); grows with deletes, nothing prunes it yet. A table without a key (SCD
+  type 1, :mod:`cdclake.apply.keyless`) also keeps there, with ``op``, every delete (``d``; null
+  in rows written before the column) and every copy a delete took (the change's op: ``c``,
+  ``r``, ``u``), each once; readers of deletes skip the rows whose ``op`` is not ``d``.
 * ``progress``: per source (``source`` = file path or ``topic:partition``) and table;
   ``table`` null: the source as a whole (with ``last_heartbeat_ms``); ``source`` null: the
   table as a whole, with the state later batches need (``delete_position``,
@@ -221,7 +224,7 @@ def write_deletes(frames: list[DataFrame], target: str, txn: Txn | None = None) 
         return
     df = frames[0]
     for f in frames[1:]:
-        df = df.unionByName(f)
+        df = df.unionByName(f, allowMissingColumns=True)  # (``op``: tables without a key only)
     append(df, f"{target}/{DELETES}", txn, evolve=True)  # evolve: ``record`` on a table from before it
 
 

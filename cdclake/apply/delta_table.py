@@ -424,6 +424,12 @@ def write_table(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_
         return out
     if not out.touched:
         return out
+    if not plan.key and plan.has_changes:  # a table without a key: a multiset of rows
+        from cdclake.apply.keyless import write_keyless
+
+        write_keyless(spark, events, prep, deletes_path)
+        _count_rows(spark, prep)
+        return out
     columns = prep.columns
     rows_before = prep.rows_before
     if plan.has_changes:
@@ -627,7 +633,9 @@ def _order_sql(order: list) -> str:
     return "array(" + ", ".join(f"cast({v} as decimal(38,0))" for v in order) + ")"
 
 
-def change_rows(events: DataFrame, plan: TablePlan, columns: dict[str, str], truncate: tuple | None) -> DataFrame:
+def change_rows(
+    events: DataFrame, plan: TablePlan, columns: dict[str, str], truncate: tuple | None, every_update_moves: bool = False
+) -> DataFrame:
     """The batch's changes of ``plan``'s table, one row per change, typed as the table's
     columns: ``_c<i>`` (column ``i`` of ``columns``, the image's value), ``_p_c<i>`` (boolean:
     the image carries the column), ``_op`` (``c``/``u``/``r``/``d``), ``_present``
@@ -642,7 +650,11 @@ def change_rows(events: DataFrame, plan: TablePlan, columns: dict[str, str], tru
 
     When ``plan.moves`` (a keyed table), the rows also have ``_from``: the old key (a struct of
     the key's ``_c<i>``) of a partial update that changes the key, else null; the caller passes
-    them through :func:`fill_moves`, which completes those updates and drops ``_from``."""
+    them through :func:`fill_moves`, which completes those updates and drops ``_from``.
+
+    ``every_update_moves``: every full update with a before image adds the delete of its
+    before image, also one whose images are equal (:mod:`cdclake.apply.keyless`: an update
+    of a table without a key is a copy taken and one made)."""
     key = plan.key or list(columns)
     names = list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
@@ -710,7 +722,9 @@ def change_rows(events: DataFrame, plan: TablePlan, columns: dict[str, str], tru
     # a partial update that moves its row (plan.moves): its before image names every key
     # column, with another key; the columns it does not carry come from the old key's row
     # (fill_moves), which it names in ``_from``
-    changes_key = (F.col("op") == "u") & F.col("before").isNotNull() & ~key_before.eqNullSafe(key_after)
+    changes_key = (F.col("op") == "u") & F.col("before").isNotNull()
+    if not every_update_moves:
+        changes_key = changes_key & ~key_before.eqNullSafe(key_after)
     moving = F.lit(False)
     if moves:
         moving = changes_key & F.col("present").isNotNull()
@@ -915,6 +929,8 @@ def _drop_older_than_deletes(
         remembered = remembered.withColumn("record", F.lit(None).cast(META_COLUMNS["_cdc_record"]))
     if "sub" not in remembered.columns:  # written before deletes kept their sub: read as 1
         remembered = remembered.withColumn("sub", F.lit(None).cast("int"))
+    if "op" in remembered.columns:  # a table without a key also remembers copies taken (op not d)
+        remembered = remembered.where(F.col("op").isNull() | (F.col("op") == "d"))
     deletes = (
         remembered.where((F.col("table") == F.lit(table)) & F.col("key").isNotNull())  # (null: a history table's truncate)
         .groupBy(F.to_json(F.from_json(F.col("key"), schema), KEY_JSON).alias("_key_json"))

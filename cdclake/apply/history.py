@@ -112,8 +112,8 @@ def _typed(df: DataFrame, columns: dict[str, str], alias: dict[str, str]) -> Dat
 
 
 def _batch_truncates(spark: SparkSession, events: DataFrame, plan: TablePlan) -> DataFrame | None:
-    """The batch's truncates of the table (``t`` events and the DDL that drops or truncates
-    it, ``plan.ends``): ``_ord`` (:data:`ORDER_TYPE`), ``_pos_text``, ``_etime``; None when
+    """The batch's truncates of the table (``t`` events, and the DDL that drops or truncates
+    it and the end of a full snapshot: ``plan.ends``): ``_ord`` (:data:`ORDER_TYPE`), ``_pos_text``, ``_etime``; None when
     there are none."""
     frames = []
     if plan.counts.get("t"):
@@ -135,7 +135,8 @@ def _batch_truncates(spark: SparkSession, events: DataFrame, plan: TablePlan) ->
 
 
 def truncates(plan: TablePlan) -> bool:
-    """The batch truncates the table (a ``t`` event or DDL that drops or truncates it)."""
+    """The batch truncates the table (a ``t`` event, DDL that drops or truncates it, the end of
+    a full snapshot)."""
     return bool(plan.counts.get("t") or plan.ends)
 
 
@@ -224,10 +225,11 @@ def _remembered(spark: SparkSession, prep: Prepared, deletes_path: str) -> tuple
     if not (need_deletes or need_truncs) or not DeltaTable.isDeltaTable(spark, deletes_path):
         return None
     rem = spark.read.format("delta").load(deletes_path)
-    for c, t in (("record", META_COLUMNS["_cdc_record"]), ("sub", "int"), ("event_time_ms", "bigint")):
+    for c, t in (("record", META_COLUMNS["_cdc_record"]), ("sub", "int"), ("event_time_ms", "bigint"), ("op", "string")):
         if c not in rem.columns:  # a deletes table written before the column existed
             rem = rem.withColumn(c, F.lit(None).cast(t))
-    rem = rem.where(F.col("table") == F.lit(plan.name))
+    # (op not d: a copy taken from an SCD type 1 table without a key, cdclake.apply.keyless)
+    rem = rem.where((F.col("table") == F.lit(plan.name)) & (F.col("op").isNull() | (F.col("op") == "d")))
     rank, order = plan.min_data
     rem = rem.where(F.expr(f"struct(1, position) >= struct({rank}, {_order_sql(order)})"))
     deletes = rem.where(F.col("key").isNotNull() & F.lit(need_deletes))

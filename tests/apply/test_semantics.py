@@ -395,13 +395,30 @@ def _completed_snapshot_removes_rows_it_did_not_read():
     def dbz(*a, **kw):
         return dict(ev(*a, **kw), format="debezium-json")
 
+    # (the snapshot's rows of batch 2 come before its last row in the input: a lower line)
+    second = [dbz("r", 5, row(1, "snap1")), dbz("u", 6, row(3, "after"), row(3, "c"))]
     last = dbz("r", 5, row(4, "snap4"))
     end = dict(dbz(None, 5, kind="snapshot_end", key=None, columns=None), source_record=last["source_record"])
-    second = [dbz("r", 5, row(1, "snap1")), dbz("u", 6, row(3, "after"), row(3, "c"))]
     return [
         ([dbz("c", 1, row(1, "a")), dbz("c", 2, row(2, "b")), dbz("c", 3, row(3, "c"))], None),
         (second, {"t": [(1, "snap1", None), (2, "b", None), (3, "after", None)]}),
         ([last, end, dbz("c", 4, row(2, "late")), *second], {"t": [(1, "snap1", None), (3, "after", None), (4, "snap4", None)]}),
+    ]
+
+
+def _keyless_identical_rows_stay_separate():
+    # a table without a key is a multiset (cdclake.apply.keyless): two identical inserts are two
+    # rows, a delete takes one copy, an update moves one copy (also an update that changes
+    # nothing), a delete that arrives before its insert takes it when it comes, and re-delivered
+    # changes count once
+    nokey = dict(key=None)
+    i1, i2 = ev("c", 1, row(1, "x"), **nokey), ev("c", 2, row(1, "x"), **nokey)
+    d4 = ev("d", 4, before=row(1, "x"), **nokey)
+    return [
+        ([i1, i2, ev("c", 3, row(2, "y"), **nokey)], {"t": [(1, "x", None), (1, "x", None), (2, "y", None)]}),
+        ([d4, i1, ev("d", 7, before=row(3, "w"), **nokey)], {"t": [(1, "x", None), (2, "y", None)]}),
+        ([ev("u", 5, row(1, "z"), row(1, "x"), **nokey), ev("c", 6, row(3, "w"), **nokey), d4, i2,
+          ev("u", 8, row(2, "y"), row(2, "y"), **nokey)], {"t": [(1, "z", None), (2, "y", None)]}),
     ]
 
 
@@ -469,6 +486,7 @@ SCENARIOS = {
     "resnap": _snapshot_by_position_lands_after_a_delete_or_truncate,
     "snapend": _completed_snapshot_removes_rows_it_did_not_read,
     "microkey": _remembered_keys_keep_microseconds,
+    "keylessdup": _keyless_identical_rows_stay_separate,
     "keylesspart": _keyless_partial_update_before_its_insert_in_an_earlier_batch,
     "partmove": _partial_update_that_changes_the_key_moves_the_whole_row,
 }
@@ -506,7 +524,13 @@ def test_scenarios_in_shared_batches(spark, tmp_path):
             ("db.snapend", "full snapshot of the table completed (position 5): its older rows removed, as by a truncate")} <= history
     assert results[1]["db.ended"].truncated == 2 and results[1]["db.ended_x"].truncated == 1
     assert (results[2]["db.snapend"].truncated, results[2]["db.snapend"].updated) == (1, 0)
-    subs = {(r["table"], r["key"], r["sub"]) for r in spark.read.format("delta").load(f"{tmp_path}/_cdclake/deletes").collect()}
+    remembered = spark.read.format("delta").load(f"{tmp_path}/_cdclake/deletes").collect()
+    subs = {(r["table"], r["key"], r["sub"]) for r in remembered}
+    # keylessdup: the deletes (d4, d7 and both updates' before images) and the copies they took
+    # (i1, i2, c3 moved by its own update, c6 taken by d7)
+    dup = sorted((r["op"], [int(p) for p in r["position"]], r["sub"]) for r in remembered if r["table"] == "db.keylessdup")
+    assert dup == [("c", [1], 1), ("c", [2], 1), ("c", [3], 1), ("c", [6], 1), ("d", [4], 1), ("d", [5], 0), ("d", [7], 1), ("d", [8], 0)]
+    assert [(results[i]["db.keylessdup"].inserted, results[i]["db.keylessdup"].deleted) for i in range(3)] == [(3, 0), (0, 1), (2, 2)]
     assert {("db.halves_kb", '{"id":1}', 0), ("db.halves_sb", '{"id":1}', 0), ("db.halves_ka", '{"id":1}', 0)} <= subs
 
 

@@ -1,0 +1,247 @@
+"""Tables without a key (SCD type 1) as multisets: identical source rows stay separate rows.
+
+A table without a key (none configured, none in its messages) matches rows on their whole
+image. Two identical source rows (a log table's ``INSERT ... VALUES (1, 'x'), (1, 'x')``) are
+two rows of the target, and deleting one of them removes one copy.
+
+Each change is read as *atoms* of an image ``K`` (the row's values, as the JSON text
+``_cdclake/deletes`` keys use): +1 for an insert, a snapshot read or an update's after image,
+-1 for a delete or an update's before image (every update with a before image is both, also one
+that changes nothing). The copies of ``K`` are the greedy matching of its atoms in change order
+(:func:`cdclake.apply.delta_table.order_sql`): each -1 takes the earliest copy not taken yet that
+is older than it, and one with no older copy takes nothing (its insert was never captured).
+With ``S_k`` the prefix sums of the signs, ``S_0 = 0``, there are ``S_n - min_k S_k`` copies
+(a snapshot sets the start, below).
+
+Exactly once: an atom is known by its image, sign and point (stream rank, position, sub), not
+by its record coordinates, which differ when a change is delivered again (another file, another
+offset), so a re-delivered one counts once. Two identical rows therefore need two positions:
+every format here gives each row change its own (Debezium's binlog ``row``, Canal's index in
+``data``, DTS's record ``id`` ...), but a Debezium snapshot's reads all share the snapshot's
+position, so identical rows of one snapshot count once (and a position that falls back to an
+event time may join two changes of one millisecond). The table's rows of ``K`` are the surviving +1 atoms
+(each row keeps its order in ``_cdc_position``/``_cdc_record``); every other atom is remembered in
+``_cdclake/deletes`` (column ``op``: ``d``, or null in rows written before it, for a -1; the
+change's op for a +1 whose copy was taken). A batch reads both for the images it touches, adds
+its own atoms, counts again and writes the difference: one MERGE that deletes the copies taken
+and inserts the new ones, and the atoms that are no row now appended to ``_cdclake/deletes``.
+
+A snapshot read (op ``r``) is not one more copy but the number of copies at its point: the
+reads of an image at its latest snapshot point set its count, and older changes no longer
+count (:func:`_count`), so a snapshot read again adds nothing.
+
+Survivors: the greedy matching takes the earliest copies, so the survivors are the latest
+``count`` of the +1 atoms that count; any ``count`` of them make the same rows (a remembered one
+takes its values from its key's JSON).
+
+Costs, only for a table without a key: the table's rows of the touched images (a scan of the
+table, as the whole-image MERGE already made), the remembered atoms of the table (a scan of
+``_cdclake/deletes``, only once the table had a delete or an update), one aggregate job, the
+MERGE. An insert-only table
+remembers nothing: only deletes and the copies they take are written to ``_cdclake/deletes``.
+
+Limits: an SCD type 2 table without a key keeps one history per image (identical rows share
+it, README). An image that differs only in a way its JSON text does not keep (a decimal column
+whose scale changed) is another image.
+"""
+
+from __future__ import annotations
+
+from functools import reduce
+
+from delta.tables import DeltaTable
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from cdclake.apply.delta_table import (
+    KEY_JSON,
+    META_COLUMNS,
+    ORDER_TYPE,
+    Prepared,
+    _as_table_rows,
+    _order_of_change,
+    _ord_sql,
+    _record_of,
+    change_rows,
+    latest_version,
+    q,
+    rank_sql,
+    table_properties,
+    truncate_sql,
+)
+
+
+def _flags(live: bool, kept: bool, img: bool) -> list:
+    return [F.lit(live).alias("_live"), F.lit(kept).alias("_kept"), F.lit(img).alias("_img")]
+
+
+def write_keyless(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_path: str) -> None:
+    """Apply the batch's changes of ``prep``'s table, which has no key and current rows only,
+    as described in the module docstring: sets ``prep.out.result`` (``inserted``, ``deleted``,
+    ``replayed``), ``prep.out.deletes`` (the atoms to remember: ``_cdclake/deletes`` rows with
+    ``op``) and ``prep.out.cached``.
+
+    ``events``: EVENT_SCHEMA rows of the batch (persisted by the caller). The table and the
+    deletes table are read as of their latest versions when the batch begins, so every frame
+    here reads the same rows however often Spark computes it."""
+    out, plan, path, result = prep.out, prep.plan, prep.path, prep.out.result
+    columns = prep.columns
+    names = list(columns)
+    alias = {n: f"_c{i}" for i, n in enumerate(names)}
+    by_position = plan.snapshot_by_position
+
+    def image(cs) -> F.Column:
+        return F.to_json(F.struct(*[c.alias(n) for c, n in zip(cs, names)]), KEY_JSON)
+
+    rows = change_rows(events, plan, columns, prep.truncate, every_update_moves=True)
+    batch = rows.select(
+        *[F.col(alias[n]) for n in names],
+        image([F.col(alias[n]) for n in names]).alias("_k"),
+        F.when(F.col("_op") == "d", -1).otherwise(1).alias("_sign"),
+        "_op", F.col("_ord").cast(ORDER_TYPE).alias("_ord"),
+        "_pos_text", "_etime", *_flags(False, False, True),
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    out.cached.append(batch)
+    touched = batch.select("_k").distinct()
+    parts = [batch]
+    if prep.exists:
+        table = spark.read.format("delta").option("versionAsOf", latest_version(spark, path)).load(path)
+        live = table.select(
+            *[F.col(q(n)).alias(alias[n]) for n in names],
+            image([F.col(q(n)) for n in names]).alias("_k"),
+            F.lit(1).alias("_sign"),
+            F.col("_cdc_op").alias("_op"),
+            F.expr(_ord_sql(rank_sql("_cdc_op", by_position), "_cdc_position", "1", "_cdc_record")).alias("_ord"),
+            F.col("_cdc_position_text").alias("_pos_text"),
+            F.col("_cdc_event_time_ms").alias("_etime"),
+            *_flags(True, False, True),
+        )
+        parts.append(live.join(touched, "_k", "left_semi"))
+    # remembered atoms exist only for a table that had a delete (or an update) before
+    if prep.state.delete_position is not None and DeltaTable.isDeltaTable(spark, deletes_path):
+        parts.append(_remembered(spark, deletes_path, plan.name, columns, by_position).join(touched, "_k", "left_semi"))
+    atoms = reduce(lambda a, b: a.unionByName(b), parts)
+    if prep.truncate is not None:  # remembered atoms older than the table's truncate are gone with it
+        atoms = atoms.where(F.expr(f"{_order_of_change('_ord')} > {truncate_sql(prep.truncate)}"))
+    # one atom per image, sign and point (rank, position, sub): a change re-delivered (in
+    # another file or at another offset: its record differs), a row and its remembered atom.
+    # Its order is its first record's; ``_row_ord`` is the order of the table's row of it
+    payload = [*[alias[n] for n in names], "_op", "_pos_text", "_etime"]
+    atoms = atoms.groupBy("_k", "_sign", F.col("_ord._rank").alias("_pr"), F.col("_ord.pos").alias("_pp"), F.col("_ord._sub").alias("_ps")).agg(
+        F.min("_ord").alias("_ord"),
+        F.max(F.when(F.col("_live"), F.col("_ord"))).alias("_row_ord"),
+        F.max_by(F.struct(*payload), F.col("_img").cast("int")).alias("w"),
+        F.bool_or("_live").alias("_live"), F.bool_or("_kept").alias("_kept"), F.bool_or("_img").alias("_img"),
+    ).select("_k", "_sign", "_ord", "_row_ord", "w.*", "_live", "_kept", "_img")
+    atoms = _count(atoms)
+    candidate = (F.col("_sign") == 1) & (F.col("_in_snapshot") | F.col("_after"))
+    by_image = Window.partitionBy("_k")
+    atoms = atoms.withColumn("_rn", F.row_number().over(by_image.orderBy(candidate.desc(), F.col("_ord").desc())))
+    survives = candidate & (F.col("_rn") <= F.col("_count"))
+    acts = atoms.select(
+        *payload, "_k", "_sign", "_ord", "_row_ord",
+        F.when(F.col("_live") & ~survives, "del").when(survives & ~F.col("_live"), "ins").alias("_act"),
+        (~F.col("_kept") & ~survives).alias("_remember"),
+    ).where(F.col("_act").isNotNull() | F.col("_remember")).persist(StorageLevel.MEMORY_AND_DISK)
+    out.cached.append(acts)
+    n = acts.groupBy().agg(
+        F.count_if(F.col("_act") == "del").alias("d"), F.count_if(F.col("_act") == "ins").alias("i"), F.count_if("_remember").alias("r")
+    ).first()
+    if n["r"]:
+        out.deletes = acts.where("_remember").select(
+            F.lit(plan.name).alias("table"),
+            F.col("_k").alias("key"),
+            F.col("_ord.pos").alias("position"),
+            F.col("_pos_text").alias("position_text"),
+            F.expr(_record_of("_ord")).alias("record"),
+            F.col("_ord._sub").alias("sub"),
+            F.col("_etime").alias("event_time_ms"),
+            F.when(F.col("_sign") == 1, F.col("_op")).otherwise(F.lit("d")).alias("op"),
+        )
+    if not prep.exists:  # created by this batch (also when it holds no row: the table exists from now on)
+        writer = _as_table_rows(acts.where(F.col("_act") == "ins"), columns).write.format("delta").mode("append")
+        for k, v in table_properties(columns).items():
+            writer = writer.option(k, v)
+        writer.save(path)
+        result.inserted = n["i"]
+        return
+    if not (n["d"] or n["i"]):
+        return
+    # the copy taken: its values, position and record (field by field: a row written before
+    # _cdc_record existed holds a null struct, read as null fields)
+    same = " AND ".join(f"t.{q(c)} <=> s.{alias[c]}" for c in names)
+    record = " AND ".join(f"t._cdc_record.{f} <=> s._row_ord.{g}" for f, g in (("file", "file"), ("line", "line"), ("partition", "part"), ("offset", "off")))
+    cond = f"s._act = 'del' AND {same} AND t._cdc_position <=> s._row_ord.pos AND {record}"
+    meta = {
+        "_cdc_position": "s._ord.pos",
+        "_cdc_position_text": "s._pos_text",
+        "_cdc_op": "s._op",
+        "_cdc_event_time_ms": "s._etime",
+        "_cdc_record": _record_of("s._ord"),
+    }
+    insert = {**{q(c): f"s.{alias[c]}" for c in names}, **{q(k): v for k, v in meta.items()}}
+    metrics = (
+        DeltaTable.forPath(spark, path).alias("t")
+        .merge(acts.where(F.col("_act").isNotNull()).alias("s"), F.expr(cond))
+        .whenMatchedDelete()
+        .whenNotMatchedInsert(condition="s._act = 'ins'", values=insert)
+        .execute()
+        .first()
+    )
+    if metrics is None:  # the batch's transaction identity was committed to the table already
+        result.replayed = True
+        prep.rows_before = None
+        return
+    result.inserted = int(metrics["num_inserted_rows"] or 0)
+    result.deleted = int(metrics["num_deleted_rows"] or 0)
+
+
+def _count(atoms: DataFrame) -> DataFrame:
+    """``atoms`` (one per image, sign and order) with the number of copies of their image
+    (``_count``), and which of them count (``_in_snapshot``: a read of the image's latest
+    snapshot; ``_after``: a change after it, or any when no snapshot read the image).
+
+    A snapshot read (op ``r``) says how many copies there were at its point, not that one more
+    came: the reads of one image at one snapshot point (rank and position: a snapshot's rows
+    share its position) set the count to their number, and every change older than them no
+    longer counts. So a snapshot taken again (a connector restarted in its snapshot, a full
+    load run again) does not copy the rows it reads again. From that count (0 without a
+    snapshot) the changes after it go on greedily: ``m + S_n - min(0, min_k(m + S_k))``.
+    Window functions over the image's atoms; no lambda."""
+    by_image = Window.partitionBy("_k")
+    read = (F.col("_op") == "r") & (F.col("_sign") == 1)
+    point = F.struct(F.col("_ord._rank").alias("r"), F.col("_ord.pos").alias("p"))
+    atoms = atoms.withColumn("_snap", F.max(F.when(read, point)).over(by_image))
+    atoms = atoms.withColumn("_in_snapshot", F.coalesce(read & (point == F.col("_snap")), F.lit(False)))
+    atoms = atoms.withColumn("_m", F.sum(F.col("_in_snapshot").cast("int")).over(by_image))
+    atoms = atoms.withColumn("_snap_end", F.max(F.when(F.col("_in_snapshot"), F.col("_ord"))).over(by_image))
+    atoms = atoms.withColumn("_after", ~F.col("_in_snapshot") & (F.col("_snap_end").isNull() | ((F.col("_ord") > F.col("_snap_end")) & ~read)))
+    running = by_image.orderBy("_ord").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    atoms = atoms.withColumn("_s", F.col("_m") + F.sum(F.when(F.col("_after"), F.col("_sign")).otherwise(0)).over(running))
+    total = F.col("_m") + F.sum(F.when(F.col("_after"), F.col("_sign")).otherwise(0)).over(by_image)
+    return atoms.withColumn("_count", total - F.least(F.lit(0), F.min("_s").over(by_image)))
+
+
+def _remembered(spark: SparkSession, deletes_path: str, table: str, columns: dict[str, str], by_position: bool) -> DataFrame:
+    """The remembered atoms of ``table`` (``_cdclake/deletes`` rows with a key) as atoms whose
+    image is read from their key (``_img`` false: a row or a change of the batch gives the
+    same values first); keys are read back with the table's types now and written again, so
+    they match after a column widened or was added (see ``_drop_older_than_deletes``)."""
+    rem = spark.read.format("delta").option("versionAsOf", latest_version(spark, deletes_path)).load(deletes_path)
+    for c, t in (("record", META_COLUMNS["_cdc_record"]), ("sub", "int"), ("op", "string")):
+        if c not in rem.columns:  # written before the column existed
+            rem = rem.withColumn(c, F.lit(None).cast(t))
+    schema = ", ".join(f"{q(n)} {t}" for n, t in columns.items())
+    op = F.coalesce(F.col("op"), F.lit("d"))
+    rem = rem.where((F.col("table") == F.lit(table)) & F.col("key").isNotNull()).withColumn("_v", F.from_json(F.col("key"), schema))
+    return rem.select(
+        *[F.col("_v").getField(n).alias(f"_c{i}") for i, n in enumerate(columns)],
+        F.to_json(F.col("_v"), KEY_JSON).alias("_k"),
+        F.when(op == "d", -1).otherwise(1).alias("_sign"),
+        op.alias("_op"),
+        F.expr(_ord_sql(rank_sql("coalesce(op, 'd')", by_position), "position", "coalesce(sub, 1)", "record")).alias("_ord"),
+        F.col("position_text").alias("_pos_text"),
+        F.col("event_time_ms").alias("_etime"),
+        *_flags(False, True, False),
+    )
