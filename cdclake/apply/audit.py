@@ -224,7 +224,7 @@ def write_deletes(frames: list[DataFrame], target: str, txn: Txn | None = None) 
         return
     df = frames[0]
     for f in frames[1:]:
-        df = df.unionByName(f, allowMissingColumns=True)  # (``op``: tables without a key only)
+        df = df.unionByName(f)
     append(df, f"{target}/{DELETES}", txn, evolve=True)  # evolve: ``record`` on a table from before it
 
 

@@ -15,20 +15,27 @@ With ``S_k`` the prefix sums of the signs, ``S_0 = 0``, there are ``S_n - min_k 
 
 Exactly once: an atom is known by its image, sign and point (stream rank, position, sub), not
 by its record coordinates, which differ when a change is delivered again (another file, another
-offset), so a re-delivered one counts once. Two identical rows therefore need two positions:
-every format here gives each row change its own (Debezium's binlog ``row``, Canal's index in
-``data``, DTS's record ``id`` ...), but a Debezium snapshot's reads all share the snapshot's
-position, so identical rows of one snapshot count once (and a position that falls back to an
-event time may join two changes of one millisecond). The table's rows of ``K`` are the surviving +1 atoms
+offset), so a re-delivered one counts once. Two identical rows therefore need two positions,
+and they do not always get them; where they share one they count once, as every identical row
+did before: a Debezium snapshot's reads (all at the snapshot's position); Canal, whose ``id``
+is the Canal batch's and ``es`` a whole second, so two single-row statements of one second in
+one Canal batch share ``(es, id, 0)``; DataWorks full-load rows (all ``[-1]``); SharePlex
+without ``seq``; Debezium Oracle without transaction metadata (``scn`` only); positions that
+fall back to an event time. Debezium MySQL (binlog ``row``), PostgreSQL and SQL Server LSNs,
+DTS record ids and SharePlex ``scn``/``seq`` give every row change its own. The table's rows of ``K`` are the surviving +1 atoms
 (each row keeps its order in ``_cdc_position``/``_cdc_record``); every other atom is remembered in
 ``_cdclake/deletes`` (column ``op``: ``d``, or null in rows written before it, for a -1; the
 change's op for a +1 whose copy was taken). A batch reads both for the images it touches, adds
-its own atoms, counts again and writes the difference: one MERGE that deletes the copies taken
-and inserts the new ones, and the atoms that are no row now appended to ``_cdclake/deletes``.
+its own atoms, counts again and writes the difference: the atoms that are no row now appended
+to ``_cdclake/deletes`` (before the MERGE: :func:`_remember`), then one MERGE that deletes the
+copies taken and inserts the new ones.
 
 A snapshot read (op ``r``) is not one more copy but the number of copies at its point: the
 reads of an image at its latest snapshot point set its count, and older changes no longer
-count (:func:`_count`), so a snapshot read again adds nothing.
+count (:func:`_count`), so a snapshot read again adds nothing. A snapshot that ranks below
+every streamed change (Canal/DTS ``INIT``, Qlik ``REFRESH``: its point among them is unknown,
+and the stream may hold changes it already read) leaves its images one row or none, as the
+latest counting change says.
 
 Survivors: the greedy matching takes the earliest copies, so the survivors are the latest
 ``count`` of the +1 atoms that count; any ``count`` of them make the same rows (a remembered one
@@ -41,8 +48,10 @@ MERGE. An insert-only table
 remembers nothing: only deletes and the copies they take are written to ``_cdclake/deletes``.
 
 Limits: an SCD type 2 table without a key keeps one history per image (identical rows share
-it, README). An image that differs only in a way its JSON text does not keep (a decimal column
-whose scale changed) is another image.
+it, README). A remembered atom keeps its columns' names of its batch: after a column rename it
+is another image (a delete remembered before the rename no longer keeps a re-delivered older
+insert out, as for keyed tables' remembered deletes before). Identical rows that an older
+version collapsed into one row stay one.
 """
 
 from __future__ import annotations
@@ -78,9 +87,9 @@ def _flags(live: bool, kept: bool, img: bool) -> list:
 
 def write_keyless(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_path: str) -> None:
     """Apply the batch's changes of ``prep``'s table, which has no key and current rows only,
-    as described in the module docstring: sets ``prep.out.result`` (``inserted``, ``deleted``,
-    ``replayed``), ``prep.out.deletes`` (the atoms to remember: ``_cdclake/deletes`` rows with
-    ``op``) and ``prep.out.cached``.
+    as described in the module docstring: appends the atoms to remember to ``deletes_path``
+    (:func:`_remember`), then MERGEs; sets ``prep.out.result`` (``inserted``, ``deleted``,
+    ``replayed``) and ``prep.out.cached``.
 
     ``events``: EVENT_SCHEMA rows of the batch (persisted by the caller). The table and the
     deletes table are read as of their latest versions when the batch begins, so every frame
@@ -142,14 +151,15 @@ def write_keyless(spark: SparkSession, events: DataFrame, prep: Prepared, delete
     acts = atoms.select(
         *payload, "_k", "_sign", "_ord", "_row_ord",
         F.when(F.col("_live") & ~survives, "del").when(survives & ~F.col("_live"), "ins").alias("_act"),
-        (~F.col("_kept") & ~survives).alias("_remember"),
+        # (an atom a later snapshot read superseded never counts again: nothing to remember)
+        ((F.col("_in_snapshot") | F.col("_after")) & ~F.col("_kept") & ~survives).alias("_remember"),
     ).where(F.col("_act").isNotNull() | F.col("_remember")).persist(StorageLevel.MEMORY_AND_DISK)
     out.cached.append(acts)
     n = acts.groupBy().agg(
         F.count_if(F.col("_act") == "del").alias("d"), F.count_if(F.col("_act") == "ins").alias("i"), F.count_if("_remember").alias("r")
     ).first()
-    if n["r"]:
-        out.deletes = acts.where("_remember").select(
+    if n["r"]:  # before the MERGE (see _remember)
+        _remember(spark, acts.where("_remember").select(
             F.lit(plan.name).alias("table"),
             F.col("_k").alias("key"),
             F.col("_ord.pos").alias("position"),
@@ -158,7 +168,7 @@ def write_keyless(spark: SparkSession, events: DataFrame, prep: Prepared, delete
             F.col("_ord._sub").alias("sub"),
             F.col("_etime").alias("event_time_ms"),
             F.when(F.col("_sign") == 1, F.col("_op")).otherwise(F.lit("d")).alias("op"),
-        )
+        ), deletes_path, plan.name)
     if not prep.exists:  # created by this batch (also when it holds no row: the table exists from now on)
         writer = _as_table_rows(acts.where(F.col("_act") == "ins"), columns).write.format("delta").mode("append")
         for k, v in table_properties(columns).items():
@@ -197,6 +207,30 @@ def write_keyless(spark: SparkSession, events: DataFrame, prep: Prepared, delete
     result.deleted = int(metrics["num_deleted_rows"] or 0)
 
 
+def _remember(spark: SparkSession, df: DataFrame, deletes_path: str, table: str) -> None:
+    """Append the table's atoms to remember (``_cdclake/deletes`` rows) **before** its MERGE.
+
+    Written after it, as the other tables' deletes are, a crash between the two would lose the
+    copies the MERGE took: the batch applied again reads the table after the MERGE (which Delta
+    then skips) and no longer sees them. Written first, a batch applied again finds them
+    remembered and decides the same. The append carries its own identity (the batch's app id
+    with ``.keyless.<table>``, the batch's version) so that it is made once, and is tried again
+    when another table's append to the same deletes table commits first (two tables may append
+    at once)."""
+    from cdclake.apply.audit import TXN_APP_ID_CONF, TXN_VERSION_CONF, Txn, append
+    from cdclake.apply.batch import concurrent_conflict
+
+    app, version = spark.conf.get(TXN_APP_ID_CONF, None), spark.conf.get(TXN_VERSION_CONF, None)
+    txn = Txn(f"{app}.keyless.{table}", int(version)) if app and version else None
+    for attempt in range(3):
+        try:
+            append(df, deletes_path, txn, evolve=True)
+            return
+        except Exception as e:  # noqa: BLE001 (a conflict is tried again, anything else raised)
+            if attempt == 2 or not concurrent_conflict(e):
+                raise
+
+
 def _count(atoms: DataFrame) -> DataFrame:
     """``atoms`` (one per image, sign and order) with the number of copies of their image
     (``_count``), and which of them count (``_in_snapshot``: a read of the image's latest
@@ -220,7 +254,13 @@ def _count(atoms: DataFrame) -> DataFrame:
     running = by_image.orderBy("_ord").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     atoms = atoms.withColumn("_s", F.col("_m") + F.sum(F.when(F.col("_after"), F.col("_sign")).otherwise(0)).over(running))
     total = F.col("_m") + F.sum(F.when(F.col("_after"), F.col("_sign")).otherwise(0)).over(by_image)
-    return atoms.withColumn("_count", total - F.least(F.lit(0), F.min("_s").over(by_image)))
+    greedy = total - F.least(F.lit(0), F.min("_s").over(by_image))
+    # a snapshot that ranks below every streamed change (Canal/DTS INIT, Qlik REFRESH) has no
+    # place among them: the stream may hold changes it already read (Qlik's cached changes),
+    # so its image keeps one row while its latest counting atom is a +1, none after a -1
+    latest = F.max_by(F.col("_sign"), F.when(F.col("_in_snapshot") | F.col("_after"), F.col("_ord"))).over(by_image)
+    below = F.col("_snap.r") == 0
+    return atoms.withColumn("_count", F.when(below, F.when(latest == 1, 1).otherwise(0)).otherwise(greedy))
 
 
 def _remembered(spark: SparkSession, deletes_path: str, table: str, columns: dict[str, str], by_position: bool) -> DataFrame:
@@ -229,7 +269,7 @@ def _remembered(spark: SparkSession, deletes_path: str, table: str, columns: dic
     same values first); keys are read back with the table's types now and written again, so
     they match after a column widened or was added (see ``_drop_older_than_deletes``)."""
     rem = spark.read.format("delta").option("versionAsOf", latest_version(spark, deletes_path)).load(deletes_path)
-    for c, t in (("record", META_COLUMNS["_cdc_record"]), ("sub", "int"), ("op", "string")):
+    for c, t in (("record", META_COLUMNS["_cdc_record"]), ("sub", "int"), ("event_time_ms", "bigint"), ("op", "string")):
         if c not in rem.columns:  # written before the column existed
             rem = rem.withColumn(c, F.lit(None).cast(t))
     schema = ", ".join(f"{q(n)} {t}" for n, t in columns.items())
