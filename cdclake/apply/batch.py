@@ -174,6 +174,7 @@ def apply_batch(
     hold: transactions.Hold | None = None,
     gate: bool = False,
     tx_timeout_ms: int = transactions.DEFAULT_TIMEOUT_MS,
+    changelog: bool = True,
 ) -> list[ApplyResult]:
     """Apply canonical events (EVENT_SCHEMA rows, any format) to the tables under ``target``.
 
@@ -188,8 +189,11 @@ def apply_batch(
     ``hold``: the transaction gate's decision (:func:`cdclake.apply.transactions.gate`) when
     the caller made it (``plan`` is then the plan of ``hold.events``; ``events`` are the
     batch's own, for the changelog); ``gate``: without ``hold``, run the gate here (the events
-    carry transaction boundaries). The gate also runs when the target holds events;
-    ``tx_timeout_ms`` is its timeout.
+    carry transaction boundaries). The gate also runs when the target holds events (unless
+    ``plan`` is given); ``tx_timeout_ms`` is its timeout. ``changelog``: append the events to
+    ``_cdclake/changelog`` (False for events cdclake makes itself: a table rename's).
+    The batch's table renames (:attr:`BatchPlan.renames`) are applied after its tables
+    (:func:`cdclake.apply.renames.apply_renames`); their results follow the tables'.
     Returns one :class:`ApplyResult` per table with data, by table name.
 
     One table that cannot be applied (its folder refused by the file system, a change Delta
@@ -212,13 +216,14 @@ def apply_batch(
         plan = hold.plan
     try:
         return _apply(spark, batch_events, hold.events if hold is not None else events, target, primary_keys, txn,
-                      side_tasks, plan, fmt, max_columns, scd_type, hold, progress)
+                      side_tasks, plan, fmt, max_columns, scd_type, hold, progress, changelog)
     finally:
         if hold is not None:
             hold.release()
 
 
-def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, plan, fmt, max_columns, scd_type, hold, progress):
+def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, plan, fmt, max_columns, scd_type, hold, progress,
+           changelog=True):
     """:func:`apply_batch` after the transaction gate: ``events`` are the ones to apply."""
     if plan is None:
         plan = plan_batch(events, primary_keys)
@@ -230,9 +235,9 @@ def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, p
     # the appends carry the batch identity in their writer options, so they run beside both
     # the tables' preparation (which must not carry it) and their MERGEs (which carry it as a
     # session setting); they must have committed before the progress is written
-    appends = [lambda: audit.write_changelog(batch_events, target, txn), *(side_tasks or [])]
+    appends = [*([lambda: audit.write_changelog(batch_events, target, txn)] if changelog else []), *(side_tasks or [])]
     applied: list[TableApply] = []
-    pool = ThreadPoolExecutor(max_workers=len(appends), thread_name_prefix="cdclake-append")
+    pool = ThreadPoolExecutor(max_workers=max(1, len(appends)), thread_name_prefix="cdclake-append")
     pending = [pool.submit(t) for t in appends]
     try:
         try:
@@ -301,6 +306,11 @@ def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, p
             for df in a.cached:
                 df.unpersist()
     counts = {p.name: sum(p.counts.values()) + len(p.ddl) + p.snapshot_ends for p in plan_all.tables}
-    return [a.result for a in applied if a.touched] + [
+    out = [a.result for a in applied if a.touched] + [
         ApplyResult(name, failed=f"{f.code}: {f.reason}", failed_events=counts.get(name, 0)) for name, f in sorted(failures.items())
     ]
+    if plan_all.renames:
+        from cdclake.apply.renames import apply_renames
+
+        out += apply_renames(spark, target, plan_all, txn, primary_keys, fmt)
+    return out

@@ -20,6 +20,12 @@ reach the command's output).
 :func:`table_end` reads a statement that ends a table's rows: ``DROP TABLE`` (Canal and
 DataWorks ``ERASE``, a Debezium or DTS DDL text) -> ``"drop"``, ``TRUNCATE TABLE`` written as
 DDL text -> ``"truncate"``; the applier treats both as a truncate at the statement's position.
+
+:func:`table_renames` reads the table renames of a statement: MySQL's ``RENAME TABLE a TO b[,
+c TO d ...]``, Oracle's ``RENAME a TO b`` and ``ALTER TABLE a RENAME [TO|AS] b`` (MySQL,
+PostgreSQL, Oracle, Db2); the applier moves the rows (:mod:`cdclake.apply.renames`). sqlglot
+parses none of MySQL's ``RENAME TABLE`` (it falls back to a bare command), so the names are read
+from sqlglot's tokens, which know the dialect's quoting.
 """
 
 from __future__ import annotations
@@ -93,4 +99,118 @@ def column_changes(ddl: str | None) -> tuple[tuple[str, ...], ...]:
                 old, new = action.args["rename_from"].name, action.this.name
                 if old != new:
                     out.append(("rename", old, new))
+    return tuple(out)
+
+
+#: a table name as written in DDL: its parts, outermost first (``("shop", "orders")``)
+Name = tuple[str, ...]
+
+
+def _tokens(text: str):
+    """sqlglot's tokens of ``text`` (MySQL's dialect first, then the generic one); a bare
+    command's remainder (MySQL's tokenizer gives ``RENAME`` and the rest as one string) is
+    tokenized again, so the result holds every word of the statement."""
+    import sqlglot
+    from sqlglot.tokens import TokenType
+
+    for dialect in ("mysql", None):
+        try:
+            tokens = sqlglot.tokenize(text, read=dialect)
+        except Exception:  # sqlglot's TokenError: try the next dialect
+            continue
+        out = []
+        for i, t in enumerate(tokens):
+            if t.token_type == TokenType.STRING and i > 0 and tokens[i - 1].token_type == TokenType.RENAME:
+                out.extend(_tokens(t.text) or [])
+            else:
+                out.append(t)
+        return out
+    return None
+
+
+def _name(ts: list, i: int) -> tuple[Name | None, int]:
+    """The table name that starts at token ``i`` of ``ts`` (``a``, ``db.a``, quoted parts) and
+    the index after it; None when no name starts there."""
+    from sqlglot.tokens import TokenType
+
+    parts: list[str] = []
+    while i < len(ts):
+        t = ts[i]
+        quoted = t.token_type == TokenType.IDENTIFIER
+        if not quoted and (t.token_type in (TokenType.COMMA, TokenType.SEMICOLON, TokenType.DOT, TokenType.L_PAREN)
+                           or t.text.upper() in ("TO", "AS")):
+            break
+        parts.append(t.text)
+        i += 1
+        if i < len(ts) and ts[i].token_type == TokenType.DOT:
+            i += 1
+            continue
+        break
+    return (tuple(parts) if parts else None), i
+
+
+def _word(ts: list, i: int, *words: str) -> bool:
+    """Token ``i`` of ``ts`` is one of ``words`` (unquoted, any case)."""
+    from sqlglot.tokens import TokenType
+
+    return i < len(ts) and ts[i].token_type != TokenType.IDENTIFIER and ts[i].text.upper() in words
+
+
+@lru_cache(maxsize=1024)
+def table_renames(ddl: str | None) -> tuple[tuple[Name, Name], ...]:
+    """The table renames of ``ddl``, in statement order: ``(old, new)`` name pairs
+    (:data:`Name`: the parts as written, ``("db", "a")`` or ``("a",)``, unquoted).
+
+    Read: ``RENAME TABLE a TO b [, c TO d ...]`` (MySQL: a chain or a swap is one statement,
+    its renames done in order), ``RENAME a TO b`` (Oracle), ``ALTER TABLE [IF EXISTS] [ONLY] a
+    ... RENAME [TO | AS] b`` (the ``TO``/``AS`` may be left out in MySQL). PostgreSQL's
+    ``ALTER TABLE a RENAME [COLUMN] x TO y`` renames a column, not the table, and gives none;
+    so does text the tokenizer cannot read."""
+    if not ddl or "rename" not in ddl.lower():
+        return ()
+    ts = _tokens(ddl)
+    if ts is None:
+        return ()
+    from sqlglot.tokens import TokenType
+
+    out: list[tuple[Name, Name]] = []
+    starts = [0] + [i + 1 for i, t in enumerate(ts) if t.token_type == TokenType.SEMICOLON]
+    for s in starts:
+        if _word(ts, s, "RENAME"):
+            i = s + 1 + (1 if _word(ts, s + 1, "TABLE", "TABLES") else 0)
+            while True:
+                old, i = _name(ts, i)
+                if old is None or not _word(ts, i, "TO"):
+                    break
+                new, i = _name(ts, i + 1)
+                if new is None:
+                    break
+                out.append((old, new))
+                if i < len(ts) and ts[i].token_type == TokenType.COMMA:
+                    i += 1
+                    continue
+                break
+        elif _word(ts, s, "ALTER") and _word(ts, s + 1, "TABLE"):
+            i = s + 2
+            while _word(ts, i, "IF", "EXISTS", "ONLY"):
+                i += 1
+            old, i = _name(ts, i)
+            if old is None:
+                continue
+            depth = 0
+            while i < len(ts) and ts[i].token_type != TokenType.SEMICOLON:
+                t = ts[i]
+                depth += t.token_type == TokenType.L_PAREN
+                depth -= t.token_type == TokenType.R_PAREN
+                if depth == 0 and _word(ts, i, "RENAME"):
+                    j = i + 1
+                    if _word(ts, j, "COLUMN", "INDEX", "KEY", "CONSTRAINT"):
+                        break
+                    to = _word(ts, j, "TO", "AS")
+                    new, k = _name(ts, j + 1 if to else j)
+                    # ``RENAME x TO y`` without COLUMN: PostgreSQL's column rename
+                    if new is not None and not (not to and _word(ts, k, "TO")):
+                        out.append((old, new))
+                    break
+                i += 1
     return tuple(out)

@@ -237,6 +237,38 @@ class SourceProgress:
 
 
 @dataclass
+class TableRename:
+    """One table rename of the batch's DDL (:func:`cdclake.apply.ddl.table_renames`), applied
+    after the batch's tables by :mod:`cdclake.apply.renames`.
+
+    order, text: the DDL event's position (``position.order``, ``position.text``).
+    event_time_ms: its event time (ms since the epoch, UTC; may be None).
+    record: its source record coordinates (:func:`record_tuple`), format: its format's name.
+    ddl: the statement's text. step: the rename's place in its statement (1-based: ``RENAME
+        TABLE a TO b, b TO c`` is two steps, done in order).
+    old, new: ``(database, schema, table)`` of the table renamed and of its new name.
+    """
+
+    order: Order
+    text: str | None
+    event_time_ms: int | None
+    record: tuple | None
+    format: str | None
+    ddl: str
+    step: int
+    old: tuple
+    new: tuple
+
+    @property
+    def old_name(self) -> str:
+        return qualified_name(*self.old)
+
+    @property
+    def new_name(self) -> str:
+        return qualified_name(*self.new)
+
+
+@dataclass
 class BatchPlan:
     """The driver's view of a batch: one plan per table with data or DDL, and progress rows."""
 
@@ -245,6 +277,8 @@ class BatchPlan:
     #: per error code (None: decoded records), ``(records, events)``; filled only when the
     #: plan was made over records (:func:`plan_batch` with ``records``)
     records: dict[str | None, tuple[int, int]] = field(default_factory=dict)
+    #: the table renames of the batch's DDL, in position order (then record, then step)
+    renames: list[TableRename] = field(default_factory=list)
 
 
 def configured_key_sql(primary_keys: dict[str, list[str]] | None) -> str:
@@ -339,6 +373,7 @@ def summarize(
         ).alias("source"),
         F.when(tabled, F.col("columns")).alias("cols"),
         F.when(tabled & (F.col("op") == "t"), F.struct(*[F.col(f"source_record.{f}").alias(f) for f in RECORD_FIELDS])).alias("rec"),
+        F.when(tabled & (F.col("kind") == "ddl"), F.struct(*[F.col(f"source_record.{f}").alias(f) for f in RECORD_FIELDS])).alias("ddl_rec"),
         F.when(is_data & F.col("table").isNotNull(), F.map_keys(F.coalesce("after", "before"))).alias("keys"),
         rank.alias("rank"),
         F.expr(f"coalesce({configured_key_sql(primary_keys)}, primary_key[0])").alias("k_name"),
@@ -383,7 +418,11 @@ def summarize(
         # any other (counting the rest only costs a look at the deletes table)
         F.max(F.when(tabled & is_data & ((op == "d") | ((op == "u") & F.col("before").isNotNull())), order)).alias("max_delete"),
         F.collect_list(
-            F.when(tabled & (F.col("kind") == "ddl"), F.struct(order.alias("order"), F.col("position.text").alias("text"), F.col("ddl")))
+            F.when(tabled & (F.col("kind") == "ddl"), F.struct(
+                order.alias("order"), F.col("position.text").alias("text"), F.col("ddl"),
+                # for a table rename (cdclake.apply.renames): when and where it was written
+                F.col("event_time_ms").alias("etime"), F.col("format"),
+                F.col("ddl_rec").alias("record")))
         ).alias("ddls"),
         # positions of data and DDL only: a heartbeat's or transaction marker's position is
         # another coordinate (Debezium: a bare ts_ms) that does not order with them; their
@@ -474,6 +513,7 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
     sources: dict[tuple, dict[str, str | None]] = {}  # column -> its first declared source type
     lasts: dict[tuple, dict[str, tuple]] = {}  # column -> order key of its last declaring event
     pk_best: dict[tuple, tuple] = {}
+    renames: dict[tuple, TableRename] = {}
     progress: list[SourceProgress] = []
     by_source: dict[str | None, list[dict]] = {}
     records: dict[str | None, tuple[int, int]] = {}
@@ -538,6 +578,7 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
                 p.max_delete = d
         for x in r["ddls"] or []:
             p.ddl.append((_list(x["order"]), x["text"], x["ddl"]))
+            _read_table_renames(renames, k, x)
         first = order_key(r["first_order"])
         last = order_key(r.get("last_order") or r["first_order"])
         declared = [dict(c.asDict() if hasattr(c, "asDict") else c) for c in (r["cols"] or [])]
@@ -585,7 +626,38 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
                 max(beats) if beats else None,
             )
         )
-    return BatchPlan(sorted(plans.values(), key=lambda p: p.name), progress, records)
+    return BatchPlan(sorted(plans.values(), key=lambda p: p.name), progress, records,
+                     sorted(renames.values(), key=lambda m: (order_key(m.order), record_key(m.record), m.step)))
+
+
+def _field(x, name: str):
+    """Field ``name`` of an aggregate's struct (a Row, or a dict in tests), else None."""
+    try:
+        return x[name]
+    except (KeyError, ValueError, IndexError):
+        return None
+
+
+def _read_table_renames(renames: dict, table: tuple, x) -> None:
+    """Add the table renames of DDL event ``x`` (an entry of the aggregate's ``ddls``) of table
+    ``table`` (database, schema, table) to ``renames``, known by (order, record, ddl, step): a
+    statement read as an event of both tables counts once. A name of one part is in the DDL
+    event's database (and schema); of two parts, ``database.table`` where the source has no
+    schemas (the event's schema is null), else ``schema.table`` in the event's database."""
+    from cdclake.apply.ddl import table_renames
+
+    def resolve(name: tuple) -> tuple:
+        db, schema, _ = table
+        if len(name) == 1:
+            return (db, schema, name[0])
+        if len(name) == 2:
+            return (db, name[0], name[1]) if schema is not None else (name[0], None, name[1])
+        return tuple(name[-3:])
+
+    order, record = _list(x["order"]), record_tuple(_field(x, "record"))
+    for step, (old, new) in enumerate(table_renames(x["ddl"]), start=1):
+        m = TableRename(order, x["text"], _field(x, "etime"), record, _field(x, "format"), x["ddl"], step, resolve(old), resolve(new))
+        renames.setdefault((tuple(order_key(order)), record_key(record), x["ddl"], step), m)
 
 
 def _first_seen(firsts: dict, name: str, at: tuple) -> None:

@@ -74,9 +74,15 @@ def test_history_tables(spark, tmp_path):
     s2 = [snap1, last,
           dict(dbz(None, 5, kind="snapshot_end", key=None, columns=None), source_record=last["source_record"])]
 
-    first = apply(spark, tmp_path, t1 + p1 + k1 + m1 + n1 + o1 + s1)
+    # table r, renamed to rn at 4 (cdclake.apply.renames): r's versions end there (op t), rn's
+    # begin there with the rows r held; rn's own update at 5, applied first in the same batch,
+    # ends the moved version of key 2 (a move is put into the history at its place)
+    r1 = [ev("c", 1, row(1, "a"), table="r"), ev("c", 2, row(2, "b"), table="r"), ev("u", 3, row(1, "a3"), row(1, "a"), table="r")]
+    r2 = [dict(ev(None, 4, kind="ddl", table="r"), ddl="RENAME TABLE db.r TO db.rn"), ev("u", 5, row(2, "b5"), row(2, "b"), table="rn")]
+
+    first = apply(spark, tmp_path, t1 + p1 + k1 + m1 + n1 + o1 + s1 + r1)
     assert (first["db.t"].inserted, first["db.t"].rows_now) == (3, 3)
-    apply(spark, tmp_path, t2 + p2 + t3 + m2 + n2 + o2 + s2)
+    apply(spark, tmp_path, t2 + p2 + t3 + m2 + n2 + o2 + s2 + r2)
     again = apply(spark, tmp_path, t1 + t2 + t3 + p1 + p2 + k1 + m1 + m2, scd_type=None)  # re-delivered: nothing changes
     assert {n: (r.inserted, r.updated) for n, r in again.items()} == {"db.t": (0, 0), "db.p": (0, 0), "db.k": (0, 0), "db.m": (0, 0)}
     apply(spark, tmp_path, t4)
@@ -118,6 +124,16 @@ def test_history_tables(spark, tmp_path):
         (1, "snap1", None, "5", None, None, 5, None, True),
         (2, "b", None, "2", "5", "t", 2, 5, False),
         (3, "snap3", None, "5", None, None, 5, None, True),
+    ]
+    assert history(spark, tmp_path, "db.r") == [
+        (1, "a", None, "1", "3", "u", 1, 3, False),
+        (1, "a3", None, "3", "4", "t", 3, 4, False),
+        (2, "b", None, "2", "4", "t", 2, 4, False),
+    ]
+    assert history(spark, tmp_path, "db.rn") == [
+        (1, "a3", None, "4", None, None, 4, None, True),
+        (2, "b", None, "4", "5", "u", 4, 5, False),
+        (2, "b5", None, "5", None, None, 5, None, True),
     ]
     assert assert_delta_rs_reads_like_spark(spark, tmp_path / "db.t") == 8
 

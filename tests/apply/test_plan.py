@@ -244,3 +244,48 @@ def test_snapshot_end_is_followed_as_a_null_record_truncate_only_by_position():
     assert t.ended == ["full snapshot of the table completed (position 7): its older rows removed, as by a truncate"]
     assert (u.truncate, u.ends, u.ended) == (None, [], [])
     assert u.unapplied and "end of a full snapshot at position 5" in u.unapplied[0]
+
+
+def test_table_renames_read_every_spelling():
+    from cdclake.apply.ddl import table_renames
+
+    assert table_renames("RENAME TABLE a TO b, db2.c TO db3.d") == ((("a",), ("b",)), (("db2", "c"), ("db3", "d")))
+    assert table_renames("rename table `shop`.`x y` to `shop`.`z`") == ((("shop", "x y"), ("shop", "z")),)
+    assert table_renames("RENAME old_t TO new_t") == ((("old_t",), ("new_t",)),)  # Oracle
+    assert table_renames("ALTER TABLE a RENAME TO b") == ((("a",), ("b",)),)
+    assert table_renames("ALTER TABLE `shop`.`a` RENAME AS `b`") == ((("shop", "a"), ("b",)),)
+    assert table_renames("ALTER TABLE a RENAME b") == ((("a",), ("b",)),)  # MySQL: TO/AS may be left out
+    assert table_renames("ALTER TABLE a ADD COLUMN c int, RENAME TO b") == ((("a",), ("b",)),)
+    assert table_renames('ALTER TABLE IF EXISTS ONLY "S"."A" RENAME TO "B"') == ((("S", "A"), ("B",)),)
+    # gh-ost's cut-over swap: two renames in one statement, in order
+    assert table_renames("RENAME TABLE t TO _t_del, _t_gho TO t") == ((("t",), ("_t_del",)), (("_t_gho",), ("t",)))
+    assert table_renames("ALTER TABLE a RENAME TO b; RENAME TABLE b TO c") == ((("a",), ("b",)), (("b",), ("c",)))
+    # column, index renames and other statements are not table renames
+    for text in ("ALTER TABLE a RENAME COLUMN x TO y", "ALTER TABLE a RENAME x TO y", "ALTER TABLE t RENAME INDEX i TO j",
+                 "CREATE TABLE rename_me (a int)", "DROP TABLE a", None, ""):
+        assert table_renames(text) == (), text
+
+
+def test_table_renames_are_planned_once_with_names_resolved_and_grouped():
+    from cdclake.apply.renames import rename_point, waves
+
+    def ddl(at, text, line):
+        return {"order": [Decimal(at)], "text": str(at), "ddl": text, "etime": 1000 * at, "format": "canal-json",
+                "record": ("f", line, None, None)}
+
+    swap = ddl(5, "RENAME TABLE a TO tmp, b TO a, tmp TO b", 2)
+    rows = [table_row(None, None, table="a", ddls=[swap, ddl(3, "RENAME TABLE other.x TO y", 1)]),
+            table_row(None, None, table="b", ddls=[swap]),  # the same statement as an event of another table
+            table_row(None, None, table="p", schema="public", ddls=[ddl(7, "ALTER TABLE s2.p RENAME TO q", 3)])]
+    renames = build_plan(rows).renames
+    assert [(r.old, r.new, r.step, r.text, r.event_time_ms, r.record) for r in renames] == [
+        (("other", None, "x"), ("db", None, "y"), 1, "3", 3000, ("f", 1, None, None)),
+        (("db", None, "a"), ("db", None, "tmp"), 1, "5", 5000, ("f", 2, None, None)),
+        (("db", None, "b"), ("db", None, "a"), 2, "5", 5000, ("f", 2, None, None)),
+        (("db", None, "tmp"), ("db", None, "b"), 3, "5", 5000, ("f", 2, None, None)),
+        (("db", "s2", "p"), ("db", "public", "q"), 1, "7", 7000, ("f", 3, None, None)),  # a source with schemas
+    ]
+    assert [rename_point(r) for r in renames[1:3]] == [[5, 1], [5, 2]]
+    # steps that share a table wait for the earlier one; others go together
+    assert [[(r.old[2], r.new[2]) for r in w] for w in waves(renames)] == [
+        [("x", "y"), ("a", "tmp")], [("b", "a")], [("tmp", "b"), ("p", "q")]]

@@ -368,6 +368,38 @@ def _table_dropped_or_truncated_by_ddl():
     ]
 
 
+def _table_rename_moves_the_rows():
+    # RENAME TABLE t TO n at position 5 (cdclake.apply.renames): n gets t's rows as they were
+    # just before 5 (t's own update at 4 included, its insert of key 9 after the rename, a table
+    # created again under the old name, not), then n's own changes after 5 apply on top (an
+    # update of a moved row, a delete of one, both in the rename's batch, applied before the
+    # move: the moved rows are older); t keeps only its rows after 5. A re-delivered batch
+    # changes nothing; n's later changes land. Table k (no key): its two identical rows move as
+    # two. Tables a, b, c: a swap in one statement (a -> c, b -> a, c -> b), done in order.
+    def ddl(pos, text, table="t"):
+        return dict(ev(None, pos, kind="ddl", table=table), ddl=text)
+
+    def nokey(op, pos, **kw):
+        return ev(op, pos, table="k", key=None, **kw)
+
+    second = [
+        ev("u", 4, row(2, "b2"), row(2, "b")), ddl(5, "RENAME TABLE `db`.`rename` TO `db`.`rename_n`, rename_k TO rename_kn"),
+        ev("u", 6, row(1, "a6"), row(1, "a"), table="n"), ev("d", 7, before=row(3, "c"), table="n"), ev("c", 8, row(9, "new")),
+        ddl(5, "ALTER TABLE rename_a RENAME TO rename_c; RENAME TABLE rename_b TO rename_a, rename_c TO rename_b", "a"),
+    ]
+    return [
+        ([ev("c", 1, row(1, "a")), ev("c", 2, row(2, "b")), ev("c", 3, row(3, "c")),
+          nokey("c", 1, after=row(7, "same")), nokey("c", 2, after=row(7, "same")),
+          ev("c", 1, row(1, "a"), table="a"), ev("c", 2, row(2, "b"), table="b")],
+         {"t": [(1, "a", None), (2, "b", None), (3, "c", None)], "k": [(7, "same", None)] * 2}),
+        (second, {"t": [(9, "new", None)], "n": [(1, "a6", None), (2, "b2", None)], "k": [], "kn": [(7, "same", None)] * 2,
+                  "a": [(2, "b", None)], "b": [(1, "a", None)], "c": []}),
+        ([*second, ev("c", 9, row(4, "d"), table="n")],
+         {"t": [(9, "new", None)], "n": [(1, "a6", None), (2, "b2", None), (4, "d", None)], "kn": [(7, "same", None)] * 2,
+          "a": [(2, "b", None)], "b": [(1, "a", None)], "c": []}),
+    ]
+
+
 def _snapshot_by_position_lands_after_a_delete_or_truncate():
     # Debezium's snapshot rows carry the position the snapshot was read at, which orders with
     # streamed changes (Capabilities.snapshot_positions): a snapshot taken again after a delete
@@ -505,6 +537,7 @@ SCENARIOS = {
     "keylessdup": _keyless_identical_rows_stay_separate,
     "keylesspart": _keyless_partial_update_before_its_insert_in_an_earlier_batch,
     "partmove": _partial_update_that_changes_the_key_moves_the_whole_row,
+    "rename": _table_rename_moves_the_rows,
 }
 
 
@@ -537,7 +570,14 @@ def test_scenarios_in_shared_batches(spark, tmp_path):
     history = {(r["table"], r["change"]) for r in spark.read.format("delta").load(f"{tmp_path}/_cdclake/schema_history").collect()}
     assert {("db.ended", "table dropped at the source (position 3): its older rows removed, as by a truncate"),
             ("db.ended_x", "table truncated at the source (position 3): its older rows removed, as by a truncate"),
-            ("db.snapend", "full snapshot of the table completed (position 5): its older rows removed, as by a truncate")} <= history
+            ("db.snapend", "full snapshot of the table completed (position 5): its older rows removed, as by a truncate"),
+            ("db.rename_n", "table renamed from db.rename at the source (position 5): its rows moved here;"
+                            " rows held before removed, as by a truncate"),
+            ("db.rename", "table renamed to db.rename_n at the source (position 5): its rows moved there and removed here,"
+                          " as by a truncate")} <= history
+    # the renames re-delivered in batch 3 are not applied again (each old table's truncate is
+    # at its step's point): rename_c, which only the renames touch, has no result there
+    assert results[1]["db.rename_c"].truncated == 1 and "db.rename_c" not in results[2]
     assert results[1]["db.ended"].truncated == 2 and results[1]["db.ended_x"].truncated == 1
     assert (results[2]["db.snapend"].truncated, results[2]["db.snapend"].updated) == (1, 0)
     remembered = spark.read.format("delta").load(f"{tmp_path}/_cdclake/deletes").collect()

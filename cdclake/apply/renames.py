@@ -1,0 +1,271 @@
+"""Table renames: ``RENAME TABLE a TO b`` (and ``ALTER TABLE a RENAME TO b``) at position P moves
+``a``'s rows to ``b``, after the batch's own changes are applied.
+
+A rename is read from the DDL text (:func:`cdclake.apply.ddl.table_renames`, planned as
+:class:`cdclake.apply.plan.TableRename`). Step ``i`` of the statement (``RENAME TABLE a TO b, b
+TO c`` has two, done in order) is given the point ``P + [i]`` (``position.order`` with one more
+element: after P, before every later position, after the statement's earlier steps). At that
+point:
+
+* ``b`` is emptied (a truncate at the point: MySQL renames onto no existing table, so rows
+  ``b`` holds from before are from an earlier table of that name), then gets, as inserts (op
+  ``c``) at positions ``P + [i, n]``, every row ``a`` held just before the point: its rows
+  ordered before the point (a table of current rows), or its versions begun before the point
+  and not ended by it (a history table, SCD type 2). So ``b``'s own changes after P, applied
+  by the batch before, stay (they are newer), and so do its deletes after P (remembered in
+  ``_cdclake/deletes``); a table without a key keeps its identical rows apart (each moved row
+  has its own position).
+* ``a`` is ended at the point, as a truncate: its rows ordered before it are removed (a
+  history table: its versions end there), rows of a table created again under the old name
+  after P stay.
+
+Both are canonical events applied by :func:`cdclake.apply.batch.apply_batch` like any batch
+(history tables, keyless tables, schema evolution, the deletes and progress tables), without
+the transaction gate and without a changelog append (they are not the source's changes). The
+schema history says ``table renamed to b ...`` / ``... renamed from a ...``.
+
+Exactly once: each step is two applies, ``b``'s first, then ``a``'s, each under its own
+identity (``<appId>.rename.<n>.to`` / ``.from``, the batch's version; ``n`` counts the batch's
+steps). A batch replayed after a crash skips what committed; the source rows are read when
+``b``'s apply runs, and ``a`` is not ended before ``b`` committed, so a replay reads the same
+rows.
+
+Limits (README, NOTES.md): an event of ``a`` older than P that arrives in a later batch is
+applied to ``a`` (ended: it stays out), not moved to ``b``; the key of the moved rows is the
+batch's (configured, else the one the batch's events of ``b`` or ``a`` state), else none (the
+rows then land as rows without a key, which later keyed changes of ``b`` match by key); a
+history table's moved rows begin new versions at the rename (``b`` holds no version of
+``a``'s past: ``a`` keeps it, ended at P); a rename whose old table was never written under the
+target moves nothing and says so in the schema history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import reduce
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from cdclake.apply import audit
+from cdclake.apply.delta_table import SYSTEM_COLUMNS, ApplyResult, _create_empty, order_sql, rank_sql
+from cdclake.apply.plan import RECORD_FIELDS, BatchPlan, TableRename, TablePlan, plan_batch, truncate_key
+from cdclake.model import EVENT_SCHEMA, Kind, Op
+from cdclake.values import TS_FORMAT
+
+
+def rename_point(rename: TableRename) -> list:
+    """``position.order`` of a rename step: the DDL's position with the step appended."""
+    from decimal import Decimal
+
+    return [*rename.order, Decimal(rename.step)]
+
+
+def _array_sql(order: list) -> str:
+    """SQL literal of a ``position.order`` (array<decimal(38,0)>)."""
+    return "array(" + ", ".join(f"cast({'null' if v is None else int(v)} as decimal(38,0))" for v in order) + ")"
+
+
+def canonical_text_sql(column: str, spark_type: str) -> str:
+    """SQL: the typed column ``column`` (a quoted name) as the canonical text of its Spark type
+    (:mod:`cdclake.model`): what :func:`cdclake.values.cast_sql` reads back into the same value.
+    Binary as base64, timestamps as ``yyyy-MM-dd HH:mm:ss.SSSSSS`` (UTC: the session time
+    zone), strings as they are, everything else as Spark casts it to a string."""
+    t = spark_type.lower()
+    if t == "string":
+        return column
+    if t == "binary":
+        return f"base64({column})"
+    if t.startswith("timestamp"):
+        return f"date_format({column}, '{TS_FORMAT}')"
+    return f"cast({column} as string)"
+
+
+def source_rows(spark: SparkSession, path: str, point: list, by_position: bool) -> tuple[DataFrame, dict[str, str], bool]:
+    """The rows the table at ``path`` held just before ``point`` (a ``position.order``): a
+    table of current rows, its rows ordered before the point (snapshot reads of a format that
+    ranks them below the stream always are); a history table, its versions begun before the
+    point and not ended by it. Returns ``(rows, source columns name -> Spark type, history)``;
+    ``rows`` has the table's columns."""
+    df = DeltaTable.forPath(spark, path).toDF()
+    columns = {f.name: f.dataType.simpleString() for f in df.schema.fields if f.name not in SYSTEM_COLUMNS}
+    history = "_cdc_is_current" in df.columns
+    before = (f"{order_sql(rank_sql('_cdc_op', by_position), '_cdc_position', '1', *(f'_cdc_record.{f}' for f in RECORD_FIELDS))}"
+              f" < {order_sql('1', _array_sql(point), '0', *(['null'] * len(RECORD_FIELDS)))}")
+    cond = f"({before})"
+    if history:
+        cond += f" AND (_cdc_end IS NULL OR _cdc_end.position >= {_array_sql(point)})"
+    return df.where(cond), columns, history
+
+
+def _str(v) -> str:
+    """SQL string literal of ``v`` (None: a null string)."""
+    return "cast(null as string)" if v is None else "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _ident(name: str) -> str:
+    """SQL identifier of column ``name`` (backquoted)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _event_sql(rename: TableRename, table: tuple, op: str, position: str, columns: dict[str, str], key: list[str] | None,
+               after: str = "cast(null as map<string,string>)") -> list:
+    """The columns of one canonical event (EVENT_SCHEMA) of a rename step, as SQL."""
+    lit = _str
+    cols = ", ".join(
+        f"named_struct('name', {lit(n)}, 'source_type', {lit(t)}, 'spark_type', {lit(t)}, 'precision', cast(null as int),"
+        f" 'scale', cast(null as int), 'nullable', {'false' if key and n in key else 'true'})"
+        for n, t in columns.items()
+    )
+    rec = rename.record or (None,) * len(RECORD_FIELDS)
+    return [
+        F.expr(lit(rename.format or "canonical")).alias("format"),
+        F.lit(Kind.DATA.value).alias("kind"),
+        F.lit(op).alias("op"),
+        F.expr(lit(table[0])).alias("database"),
+        F.expr(lit(table[1])).alias("schema"),
+        F.expr(lit(table[2])).alias("table"),
+        F.expr("cast(null as map<string,string>)").alias("before"),
+        F.expr(after).alias("after"),
+        F.expr("cast(null as array<string>)").alias("present"),
+        F.expr(f"array({', '.join(lit(k) for k in key)})" if key else "cast(null as array<string>)").alias("primary_key"),
+        F.expr(f"array({cols})").alias("columns"),
+        F.expr(f"named_struct('order', {position}, 'text', {lit(rename.text)})").alias("position"),
+        F.expr("cast(null as string)").alias("tx_id"),
+        F.expr("cast(null as bigint)").alias("tx_seq"),
+        F.expr("cast(null as boolean)").alias("tx_last"),
+        F.expr("cast(null as bigint)").alias("tx_size"),
+        F.expr("cast(null as string)").alias("ddl"),
+        F.expr(f"cast({'null' if rename.event_time_ms is None else int(rename.event_time_ms)} as bigint)").alias("event_time_ms"),
+        F.expr(
+            f"named_struct('topic', cast(null as string), 'partition', cast({'null' if rec[2] is None else int(rec[2])} as int),"
+            f" 'offset', cast({'null' if rec[3] is None else int(rec[3])} as bigint), 'timestamp_ms', cast(null as bigint),"
+            f" 'file', {lit(rec[0])}, 'line', cast({'null' if rec[1] is None else int(rec[1])} as bigint),"
+            " 'headers', cast(null as array<struct<key:string,value:binary>>))"
+        ).alias("source_record"),
+    ]
+
+
+def _events(df: DataFrame, cols: list) -> DataFrame:
+    return df.select(*cols).select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in EVENT_SCHEMA.fields])
+
+
+def _with_lines(plan: BatchPlan, lines: dict[str, str], wave: list[TableRename]) -> BatchPlan:
+    """``plan`` whose tables say ``lines[name]`` in the schema history, with their rename's
+    DDL, and without source progress rows (the events are not the source's)."""
+    ddl = {n: r for r in wave for n in (r.old_name, r.new_name)}
+    tables: list[TablePlan] = []
+    for p in plan.tables:
+        if p.name in lines:
+            r = ddl[p.name]
+            p = replace(p, ended=[*p.ended, lines[p.name]], ddl=[(list(r.order), r.text, r.ddl)])
+        tables.append(p)
+    return replace(plan, tables=tables, progress=[])
+
+
+def _done(r: TableRename, states: dict) -> bool:
+    """The step was applied before (a re-delivered or replayed batch): its old table's latest
+    truncate (the progress table) is at or after the step's point. The old table is ended only
+    after the new one committed the move, so the move is done too (a later drop of the old
+    table also removed the rows the step would move)."""
+    st = states.get(r.old_name)
+    return (st is not None and st.truncate_position is not None
+            and truncate_key(st.truncate_position, st.truncate_record) >= truncate_key(rename_point(r), r.record))
+
+
+def waves(renames: list[TableRename]) -> list[list[TableRename]]:
+    """The steps in groups applied together, in order: a step joins the last group unless a
+    table of the group is its old or new table (``RENAME TABLE a TO b, b TO c`` and swaps need
+    the earlier step done first). Pure Python."""
+    out: list[list[TableRename]] = []
+    touched: set[str] = set()
+    for r in renames:
+        names = {r.old_name, r.new_name}
+        if not out or names & touched:
+            out.append([])
+            touched = set()
+        out[-1].append(r)
+        touched |= names
+    return out
+
+
+def apply_renames(
+    spark: SparkSession,
+    target: str,
+    plan: BatchPlan,
+    txn: audit.Txn | None,
+    primary_keys: dict[str, list[str]] | None = None,
+    fmt: str = "canonical",
+) -> list[ApplyResult]:
+    """Apply the table renames of a batch (``plan.renames``), after the batch's own tables,
+    in order (see the module docstring): the steps not applied before, grouped by
+    :func:`waves`; per group one apply of the new tables (the moves), then one of the old
+    (their ends). ``txn``: the batch's identity, from which each apply takes its own. Returns
+    the :class:`ApplyResult` of each apply's tables.
+
+    Cost: two applies (each a planning aggregate, a MERGE or write per table, the deletes and
+    progress commits) per group; none for a batch whose renames were all applied before.
+
+    Raises what :func:`cdclake.apply.batch.apply_batch` raises."""
+    from cdclake.apply.batch import apply_batch, table_path
+
+    states = audit.read_progress(spark, target).table_states()
+    todo = [r for r in plan.renames if r.old_name != r.new_name and not _done(r, states)]
+    keys = {p.name: p.key for p in plan.tables if p.key}
+    out: list[ApplyResult] = []
+    for n, wave in enumerate(waves(todo), start=1):
+        moves, ends, lines_to, lines_from = [], [], {}, {}
+        for r in wave:
+            old, new = r.old_name, r.new_name
+            if not DeltaTable.isDeltaTable(spark, table_path(target, old)):
+                audit.record_schema_changes(spark, target, [(old, None, None, f"not applied: table renamed to {new} at the source"
+                                                             f" (position {r.text}): no table {old} was written here", r.ddl, r.text)])
+                continue
+            m, e, columns, history = _step_events(spark, table_path(target, old), r, keys.get(new) or keys.get(old))
+            # a new table is of the old one's kind (history or not); an existing one keeps its own
+            if not DeltaTable.isDeltaTable(spark, table_path(target, new)):
+                _create_empty(spark, table_path(target, new), columns, history)
+            moves.append(m)
+            ends.append(e)
+            lines_to[new] = (f"table renamed from {old} at the source (position {r.text}): its rows moved here;"
+                             " rows held before removed, as by a truncate")
+            lines_from[old] = f"table renamed to {new} at the source (position {r.text}): its rows moved there and removed here, as by a truncate"
+        if not moves:
+            continue
+        events = reduce(DataFrame.unionByName, moves).persist()
+        try:
+            to_plan = _with_lines(plan_batch(events, primary_keys), lines_to, wave)
+            out += apply_batch(spark, events, target, primary_keys, _txn(txn, n, "to"), plan=to_plan, fmt=fmt, changelog=False)
+        finally:
+            events.unpersist()
+        ended = reduce(DataFrame.unionByName, ends)
+        from_plan = _with_lines(plan_batch(ended, primary_keys), lines_from, wave)
+        out += apply_batch(spark, ended, target, primary_keys, _txn(txn, n, "from"), plan=from_plan, fmt=fmt, changelog=False)
+    return out
+
+
+def _step_events(
+    spark: SparkSession, src: str, r: TableRename, key: list[str] | None
+) -> tuple[DataFrame, DataFrame, dict[str, str], bool]:
+    """The canonical events of one step: ``(the new table's truncate and moved rows, the old
+    table's truncate, the old table's source columns name -> Spark type, the old table is a
+    history table)``. A moved row's position is the
+    step's point followed by the row's own position (its record is the DDL's), so a move
+    applied again gives the same changes (re-delivery changes nothing, identical rows of a
+    table without a key stay apart)."""
+    point = rename_point(r)
+    from cdclake.formats import snapshot_position_formats
+
+    rows, columns, history = source_rows(spark, src, point, (r.format or "") in snapshot_position_formats())
+    after = ("map(" + ", ".join(f"{_str(c)}, {canonical_text_sql(_ident(c), t)}" for c, t in columns.items()) + ")"
+             if columns else "cast(null as map<string,string>)")
+    row_pos = f"concat({_array_sql(point)}, coalesce(_cdc_position, cast(array() as array<decimal(38,0)>)))"
+    moved = _events(rows, _event_sql(r, r.new, Op.CREATE.value, row_pos, columns, key, after))
+    empty_new = _events(spark.range(1), _event_sql(r, r.new, Op.TRUNCATE.value, _array_sql(point), columns, key))
+    end_old = _events(spark.range(1), _event_sql(r, r.old, Op.TRUNCATE.value, _array_sql(point), columns, key))
+    return empty_new.unionByName(moved), end_old, columns, history
+
+
+def _txn(txn: audit.Txn | None, n: int, side: str) -> audit.Txn | None:
+    return None if txn is None else audit.Txn(f"{txn.app_id}.rename.{n}.{side}", txn.version)
