@@ -162,3 +162,13 @@ def test_bad_lines_go_to_rejects_and_good_ones_apply(spark, tmp_path):
     assert rows(spark, target, "d.t", "id", "v") == [(7, "x")]
     history = spark.read.format("delta").load(f"{target}/_cdclake/schema_history").where("change like 'table dropped%'").collect()
     assert [(r["table"], r["ddl"]) for r in history] == [("d.t", "DROP TABLE `d`.`t`")]
+    # a Canal RENAME moves the rows (cdclake.apply.renames); a change of t older than the rename
+    # that arrives in a later batch follows them to t2
+    rename = '{"data":null,"database":"d","table":"t","pkNames":null,"isDdl":true,"sql":"RENAME TABLE `t` TO `t2`","es":6,"id":6,"type":"RENAME"}'
+    p3, p4 = tmp_path / "rename.txt", tmp_path / "late.txt"
+    p3.write_text("\n".join([rename, good.replace('"table":"t"', '"table":"t2"') % (9, 7, 7)]) + "\n")
+    p4.write_text(good % (8, 5, 5) + "\n")
+    ingest(spark, IngestConfig("canal-json", [str(p3)], str(target)))
+    ingest(spark, IngestConfig("canal-json", [str(p4)], str(target)))
+    assert rows(spark, target, "d.t", "id", "v") == []
+    assert rows(spark, target, "d.t2", "id", "v") == [(7, "x"), (8, "x"), (9, "x")]

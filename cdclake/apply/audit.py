@@ -59,7 +59,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdclake.apply.delta_table import ApplyResult, TableState, latest_version
-from cdclake.apply.plan import BatchPlan, order_key, record_tuple, truncate_key
+from cdclake.apply.plan import RECORD_FIELDS, BatchPlan, order_key, record_tuple, truncate_key
 from cdclake.errors import CdclakeError
 from cdclake.model import EVENT_COLUMNS, SOURCE_RECORD_SCHEMA
 from cdclake.targets import TargetFiles, hadoop_fs
@@ -81,8 +81,13 @@ PROGRESS_SCHEMA = (
     "delete_position array<decimal(38,0)>, truncate_position array<decimal(38,0)>, "
     "truncate_position_text string, rows bigint, delta_version bigint, held_transactions bigint, held_events bigint, held_version bigint, "
     "held_since_ms bigint, timed_out_transactions bigint, "
-    "truncate_record struct<file:string,line:bigint,partition:int,offset:bigint>"
+    "truncate_record struct<file:string,line:bigint,partition:int,offset:bigint>, "
+    "renamed array<struct<point:array<decimal(38,0)>,record:struct<file:string,line:bigint,partition:int,offset:bigint>,"
+    "to:array<string>>>"
 )
+#: ``renamed`` (a table's row): the table renames applied to the table (:mod:`cdclake.apply.renames`):
+#: each step's point, its DDL's record and the new name's ``[database, schema, table]``; an
+#: event of the table older than a point, arriving later, belongs to the new name
 #: the progress columns of the target's own row (``source`` and ``table`` null): what the
 #: transaction gate holds back (:mod:`cdclake.apply.transactions`) and how many open
 #: transactions it has given up by the timeout so far (applied as they were); absent in a
@@ -264,7 +269,7 @@ class Progress:
         return {
             r["table"]: TableState(
                 _list(r["delete_position"]), _list(r["truncate_position"]), r["truncate_position_text"], r["rows"],
-                record_tuple(r.get("truncate_record")),
+                record_tuple(r.get("truncate_record")), renamed_of(r.get("renamed")),
             )
             for r in self.rows
             if r["source"] is None and r["table"] is not None
@@ -346,6 +351,33 @@ def _list(v):
     return None if v is None else list(v)
 
 
+def renamed_of(value) -> list[tuple]:
+    """A progress row's ``renamed`` as ``(point, record, to)`` tuples (point: list of
+    Decimal; record: :func:`record_tuple`; to: ``(database, schema, table)``), by point."""
+    def rec(r):
+        return tuple(r[f] for f in RECORD_FIELDS) if isinstance(r, dict) else record_tuple(r)
+
+    out = [(_list(x["point"]), rec(x["record"]), tuple(x["to"])) for x in value or []]
+    return sorted(out, key=lambda x: order_key(x[0]))
+
+
+def _renamed_value(items) -> list[dict] | None:
+    """``(point, record, to)`` tuples as the progress column's value (None for none)."""
+    return [{"point": list(pt), "record": None if rec is None else dict(zip(RECORD_FIELDS, rec)), "to": list(to)}
+            for pt, rec, to in items] or None
+
+
+def _union_renamed(a, b) -> list[dict] | None:
+    """Two ``renamed`` values as one, each step once."""
+    seen, out = set(), []
+    for x in renamed_of(a) + renamed_of(b):
+        k = (tuple(order_key(x[0])), x[2])
+        if k not in seen:
+            seen.add(k)
+            out.append(x)
+    return _renamed_value(sorted(out, key=lambda x: order_key(x[0])))
+
+
 def _newest(a, b):
     if a is None:
         return b
@@ -403,6 +435,8 @@ def merge_progress(old: list[dict], new: list[dict]) -> list[dict]:
             t["rows"] = s["rows"]
         if s.get("delta_version") is not None:
             t["delta_version"] = s["delta_version"]
+        if s.get("renamed"):
+            t["renamed"] = _union_renamed(t.get("renamed"), s["renamed"])
     return list(merged.values())
 
 
@@ -430,10 +464,11 @@ def update_progress(
         lag = now - sp.last_event_time_ms if sp.last_event_time_ms is not None else None
         rows.append(
             (sp.source, sp.table, sp.last_position, sp.last_position_text, sp.last_event_time_ms, sp.last_heartbeat_ms,
-             now, lag, None, None, None, None, None, *no_hold, None)
+             now, lag, None, None, None, None, None, *no_hold, None, None)
         )
     if held is not None:
-        rows.append((None, None, None, None, None, None, now, None, None, None, None, None, None, *(held[f] for f in HELD_FIELDS), None))
+        rows.append((None, None, None, None, None, None, now, None, None, None, None, None, None, *(held[f] for f in HELD_FIELDS),
+                     None, None))
     by_table: dict[str, list] = {}
     for sp in plan.progress:
         if sp.table is not None:
@@ -455,7 +490,7 @@ def update_progress(
              now, now - t_time if t_time is not None else None,
              _newest(old.delete_position, p.max_delete), truncate, truncate_text,
              res.rows_now if res is not None else old.rows, res.delta_version if res is not None else None, *no_hold,
-             truncate_record)
+             truncate_record, _renamed_value(p.renamed))
         )
     if not rows:
         return
@@ -473,7 +508,7 @@ def update_progress(
     merged = [{k: _decimals(k, v) for k, v in r.items()} for r in merged]
     merged = [{f: r.get(f) for f in PROGRESS_FIELDS} for r in merged]  # rows of a table from before a column
     df = spark.createDataFrame([tuple(r[f] for f in PROGRESS_FIELDS) for r in merged], PROGRESS_SCHEMA).coalesce(1)
-    # mergeSchema: a progress table written before the held columns or truncate_record gains them
+    # mergeSchema: a progress table written before the held columns, truncate_record or renamed gains them
     df.write.format("delta").mode("overwrite").option("mergeSchema", "true").save(path)
     _remember_progress(spark, path, 0 if base.version is None else base.version + 1, merged)
 
@@ -482,4 +517,7 @@ def _decimals(name: str, v):
     """Position arrays as Decimals (what Spark reads them back as)."""
     if v is not None and name in ("last_position", "delete_position", "truncate_position"):
         return [None if x is None else Decimal(x) for x in v]
+    if v is not None and name == "renamed":
+        return [{**(x.asDict() if hasattr(x, "asDict") else x), "point": [None if p is None else Decimal(p) for p in x["point"]]}
+                for x in v]
     return v

@@ -227,9 +227,19 @@ def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, p
     """:func:`apply_batch` after the transaction gate: ``events`` are the ones to apply."""
     if plan is None:
         plan = plan_batch(events, primary_keys)
+    states = progress.table_states()
+    relabelled = None
+    if any(st.renamed for st in states.values()):
+        from cdclake.apply.renames import relabel_late
+
+        moved = relabel_late(events, plan, states)
+        if moved is not None:  # events of a renamed table older than its rename: the new name's
+            # persisted (materialized by the plan's aggregate): every table's write reads it
+            events = moved.persist()
+            relabelled = events
+            plan = plan_batch(events, primary_keys)
     plan_all = plan
     failures: dict[str, TableFailed] = {}
-    states = progress.table_states()
     deletes_path = f"{target}/{audit.DELETES}"
 
     # the appends carry the batch identity in their writer options, so they run beside both
@@ -305,6 +315,8 @@ def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, p
         for a in applied:
             for df in a.cached:
                 df.unpersist()
+        if relabelled is not None:
+            relabelled.unpersist()
     counts = {p.name: sum(p.counts.values()) + len(p.ddl) + p.snapshot_ends for p in plan_all.tables}
     out = [a.result for a in applied if a.touched] + [
         ApplyResult(name, failed=f"{f.code}: {f.reason}", failed_events=counts.get(name, 0)) for name, f in sorted(failures.items())

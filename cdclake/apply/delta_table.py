@@ -176,6 +176,7 @@ class TableState:
     truncate_record: the latest truncate's record coordinates (``(file, line, partition,
         offset)``; None: a DDL statement's, or a progress row written before they were kept),
         which order it among the changes of its own position.
+    renamed: the table renames applied to the table (the progress table's ``renamed``).
     """
 
     delete_position: list | None = None
@@ -183,6 +184,9 @@ class TableState:
     truncate_position_text: str | None = None
     rows: int | None = None
     truncate_record: tuple | None = None
+    #: the table renames applied to the table: ``(point, record, (database, schema, table))``
+    #: by point (see :mod:`cdclake.apply.renames`)
+    renamed: list = field(default_factory=list)
 
 
 @dataclass

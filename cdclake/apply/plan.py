@@ -177,6 +177,8 @@ class TablePlan:
         line of ``unapplied``). ``snapshot_ends``: how many such events the batch holds.
     unapplied: the batch's DDL that is not followed, with the reason (``not applied: ...``),
         for ``_cdclake/schema_history``.
+    renamed: ``(point, record, (database, schema, table))`` of each table rename step that
+        ended this table (set by :mod:`cdclake.apply.renames`; kept in the progress table).
     """
 
     database: str | None
@@ -204,6 +206,7 @@ class TablePlan:
     snapshot_end: tuple[Order, str, int | None] | None = None
     snapshot_ends: int = 0
     ranked_events: int = 0
+    renamed: list[tuple] = field(default_factory=list)
     key_stats: "KeyStats" = field(default_factory=lambda: KeyStats())
 
     @property

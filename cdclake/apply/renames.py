@@ -49,8 +49,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdclake.apply import audit
-from cdclake.apply.delta_table import SYSTEM_COLUMNS, ApplyResult, _create_empty, order_sql, rank_sql
-from cdclake.apply.plan import RECORD_FIELDS, BatchPlan, TableRename, TablePlan, plan_batch, truncate_key
+from cdclake.apply.delta_table import SYSTEM_COLUMNS, ApplyResult, TableState, _create_empty, order_sql, rank_sql
+from cdclake.apply.plan import RECORD_FIELDS, BatchPlan, TableRename, TablePlan, order_key, plan_batch, truncate_key
 from cdclake.model import EVENT_SCHEMA, Kind, Op
 from cdclake.values import TS_FORMAT
 
@@ -110,8 +110,9 @@ def _ident(name: str) -> str:
 
 
 def _event_sql(rename: TableRename, table: tuple, op: str, position: str, columns: dict[str, str], key: list[str] | None,
-               after: str = "cast(null as map<string,string>)") -> list:
-    """The columns of one canonical event (EVENT_SCHEMA) of a rename step, as SQL."""
+               after: str = "cast(null as map<string,string>)", record: str | None = None) -> list:
+    """The columns of one canonical event (EVENT_SCHEMA) of a rename step, as SQL. ``record``:
+    SQL of a struct with the record's fields (file, line, partition, offset); None: the DDL's."""
     lit = _str
     cols = ", ".join(
         f"named_struct('name', {lit(n)}, 'source_type', {lit(t)}, 'spark_type', {lit(t)}, 'precision', cast(null as int),"
@@ -119,6 +120,9 @@ def _event_sql(rename: TableRename, table: tuple, op: str, position: str, column
         for n, t in columns.items()
     )
     rec = rename.record or (None,) * len(RECORD_FIELDS)
+    num = lambda v, t: f"cast({'null' if v is None else int(v)} as {t})"  # noqa: E731
+    r_file, r_line, r_part, r_off = ((lit(rec[0]), num(rec[1], "bigint"), num(rec[2], "int"), num(rec[3], "bigint")) if record is None
+                                     else tuple(f"{record}.{f}" for f in RECORD_FIELDS))
     return [
         F.expr(lit(rename.format or "canonical")).alias("format"),
         F.lit(Kind.DATA.value).alias("kind"),
@@ -139,10 +143,8 @@ def _event_sql(rename: TableRename, table: tuple, op: str, position: str, column
         F.expr("cast(null as string)").alias("ddl"),
         F.expr(f"cast({'null' if rename.event_time_ms is None else int(rename.event_time_ms)} as bigint)").alias("event_time_ms"),
         F.expr(
-            f"named_struct('topic', cast(null as string), 'partition', cast({'null' if rec[2] is None else int(rec[2])} as int),"
-            f" 'offset', cast({'null' if rec[3] is None else int(rec[3])} as bigint), 'timestamp_ms', cast(null as bigint),"
-            f" 'file', {lit(rec[0])}, 'line', cast({'null' if rec[1] is None else int(rec[1])} as bigint),"
-            " 'headers', cast(null as array<struct<key:string,value:binary>>))"
+            f"named_struct('topic', cast(null as string), 'partition', {r_part}, 'offset', {r_off}, 'timestamp_ms', cast(null as bigint),"
+            f" 'file', {r_file}, 'line', {r_line}, 'headers', cast(null as array<struct<key:string,value:binary>>))"
         ).alias("source_record"),
     ]
 
@@ -151,15 +153,20 @@ def _events(df: DataFrame, cols: list) -> DataFrame:
     return df.select(*cols).select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in EVENT_SCHEMA.fields])
 
 
-def _with_lines(plan: BatchPlan, lines: dict[str, str], wave: list[TableRename]) -> BatchPlan:
+def _with_lines(plan: BatchPlan, lines: dict[str, str], wave: list[TableRename], renamed: dict | None = None,
+                max_delete: dict | None = None) -> BatchPlan:
     """``plan`` whose tables say ``lines[name]`` in the schema history, with their rename's
-    DDL, and without source progress rows (the events are not the source's)."""
+    DDL, ``renamed[name]`` (the step that ended the table, for the progress table) and
+    ``max_delete[name]`` (the deletes carried to it), and without source progress rows (the
+    events are not the source's)."""
     ddl = {n: r for r in wave for n in (r.old_name, r.new_name)}
     tables: list[TablePlan] = []
     for p in plan.tables:
         if p.name in lines:
             r = ddl[p.name]
-            p = replace(p, ended=[*p.ended, lines[p.name]], ddl=[(list(r.order), r.text, r.ddl)])
+            p = replace(p, ended=[*p.ended, lines[p.name]], ddl=[(list(r.order), r.text, r.ddl)],
+                        renamed=[renamed[p.name]] if renamed and p.name in renamed else [],
+                        max_delete=max_delete.get(p.name, p.max_delete) if max_delete else p.max_delete)
         tables.append(p)
     return replace(plan, tables=tables, progress=[])
 
@@ -215,43 +222,142 @@ def apply_renames(
     keys = {p.name: p.key for p in plan.tables if p.key}
     out: list[ApplyResult] = []
     for n, wave in enumerate(waves(todo), start=1):
-        moves, ends, lines_to, lines_from = [], [], {}, {}
+        states = audit.read_progress(spark, target).table_states()  # as the wave before left them
+        moves, ends, carried, lines_to, lines_from, renamed, max_delete = [], [], [], {}, {}, {}, {}
         for r in wave:
             old, new = r.old_name, r.new_name
             if not DeltaTable.isDeltaTable(spark, table_path(target, old)):
                 audit.record_schema_changes(spark, target, [(old, None, None, f"not applied: table renamed to {new} at the source"
                                                              f" (position {r.text}): no table {old} was written here", r.ddl, r.text)])
                 continue
-            m, e, columns, history = _step_events(spark, table_path(target, old), r, keys.get(new) or keys.get(old))
+            state = states.get(old, TableState())
+            m, e, columns, history = _step_events(spark, table_path(target, old), r, keys.get(new) or keys.get(old), state)
             # a new table is of the old one's kind (history or not); an existing one keeps its own
             if not DeltaTable.isDeltaTable(spark, table_path(target, new)):
                 _create_empty(spark, table_path(target, new), columns, history)
             moves.append(m)
             ends.append(e)
+            if state.delete_position is not None:
+                carried.append(r)
+                max_delete[new] = [*rename_point(r), *state.delete_position]
+            renamed[old] = (rename_point(r), r.record, r.new)
             lines_to[new] = (f"table renamed from {old} at the source (position {r.text}): its rows moved here;"
                              " rows held before removed, as by a truncate")
             lines_from[old] = f"table renamed to {new} at the source (position {r.text}): its rows moved there and removed here, as by a truncate"
         if not moves:
             continue
+        _carry_deletes(spark, target, carried, _txn(txn, n, "deletes"))
         events = reduce(DataFrame.unionByName, moves).persist()
         try:
-            to_plan = _with_lines(plan_batch(events, primary_keys), lines_to, wave)
+            to_plan = _with_lines(plan_batch(events, primary_keys), lines_to, wave, max_delete=max_delete)
             out += apply_batch(spark, events, target, primary_keys, _txn(txn, n, "to"), plan=to_plan, fmt=fmt, changelog=False)
         finally:
             events.unpersist()
         ended = reduce(DataFrame.unionByName, ends)
-        from_plan = _with_lines(plan_batch(ended, primary_keys), lines_from, wave)
+        from_plan = _with_lines(plan_batch(ended, primary_keys), lines_from, wave, renamed=renamed)
         out += apply_batch(spark, ended, target, primary_keys, _txn(txn, n, "from"), plan=from_plan, fmt=fmt, changelog=False)
     return out
 
 
+def _carry_deletes(spark: SparkSession, target: str, steps: list[TableRename], txn: audit.Txn | None) -> None:
+    """Append to ``_cdclake/deletes`` the deletes remembered for each step's old table before
+    its point, as the new table's, at the point followed by their own position: an event of
+    the old table older than them that arrives later (moved to the new table by
+    :func:`relabel_late`) stays out there as it would have in the old table. One commit."""
+    path = f"{target}/{audit.DELETES}"
+    if not steps or not DeltaTable.isDeltaTable(spark, path):
+        return
+    deletes = spark.read.format("delta").load(path)
+    parts = []
+    for r in steps:
+        point = _array_sql(rename_point(r))
+        parts.append(deletes.where(F.col("table") == F.lit(r.old_name)).where(f"position < {point}")
+                     .withColumn("table", F.lit(r.new_name)).withColumn("position", F.expr(f"concat({point}, position)")))
+    audit.append(reduce(DataFrame.unionByName, parts), path, txn)
+
+
+def follow_renames(states: dict) -> list[tuple]:
+    """Every remembered rename step of the target, followed through the later renames of its
+    new name: ``(old name, point, final (database, schema, table), position prefix)`` per
+    step, ordered by old name then point (an event of the old table older than the point, and
+    not older than an earlier point of the same table, belongs to the final name at the prefix
+    followed by its own position). Pure Python, from the progress table's ``renamed``.
+
+    A moved position ``point + o`` compares with another table's rename point ``q`` as
+    ``point`` does (points are DDL positions followed by a step number, so neither is a prefix
+    of the other, and ``point + o`` is after ``point`` itself): the chain does not depend on
+    the event's own position."""
+    from cdclake.model import qualified_name
+
+    by_table = {name: st.renamed for name, st in states.items() if st.renamed}
+    out = []
+    for name in sorted(by_table):
+        for point, _rec, to in by_table[name]:
+            prefix, dest, seen = list(point), tuple(to), 0
+            while seen < 64:  # a rename chain can not be longer than the renames there are; a guard
+                nxt = next(((q, t) for q, _r, t in by_table.get(qualified_name(*dest), []) if order_key(prefix) < order_key(q)), None)
+                if nxt is None:
+                    break
+                prefix, dest, seen = [*nxt[0], *prefix], tuple(nxt[1]), seen + 1
+            out.append((name, list(point), dest, prefix))
+    return out
+
+
+def relabel_late(events: DataFrame, plan: BatchPlan, states: dict) -> DataFrame | None:
+    """``events`` with the data events of renamed tables that are older than a rename of
+    their table (the progress table's ``renamed``) moved to the new name, at the rename's point
+    followed by their own position (as the rows moved there: :func:`apply_renames`), through
+    every later rename of the new name too; None when the batch holds no such event (told on
+    the driver from ``plan``: each table's oldest change and truncate). One projection (the
+    chains are followed on the driver: :func:`follow_renames`); the caller plans the result
+    again."""
+    from cdclake.apply.plan import ranked_key
+    from cdclake.formats import snapshot_position_formats
+
+    late = False
+    for p in plan.tables:
+        renamed = states[p.name].renamed if p.name in states else []
+        if not renamed:
+            continue
+        last = ranked_key(1, renamed[-1][0])
+        if (p.min_data is not None and ranked_key(*p.min_data) < last) or (
+                p.truncate is not None and ranked_key(1, p.truncate[0]) < last):
+            late = True
+    if not late:
+        return None
+    fmts = ", ".join(_str(f) for f in snapshot_position_formats()) or "''"
+    rank0 = f"(op = 'r' AND format NOT IN ({fmts}))"
+    conds = []
+    for name, point, to, prefix in follow_renames(states):
+        # the event's table by its qualified name (cdclake.model.qualified_name)
+        cond = (f"kind = 'data' AND concat_ws('.', nullif(database, ''), nullif(schema, ''), `table`) = {_str(name)}"
+                f" AND ({rank0} OR position.order < {_array_sql(point)})")
+        conds.append((cond, prefix, to))
+
+    def case(value_of, otherwise):
+        return "CASE " + " ".join(f"WHEN {c} THEN {value_of(pre, to)}" for c, pre, to in conds) + f" ELSE {otherwise} END"
+
+    # one projection (a CASE per column over the original columns: no nesting to blow up)
+    out = events.withColumns({
+        "position": F.expr(case(lambda pre, to: f"named_struct('order', concat({_array_sql(pre)}, position.order), 'text', position.text)",
+                                "position")),
+        "database": F.expr(case(lambda pre, to: _str(to[0]), "database")),
+        "schema": F.expr(case(lambda pre, to: _str(to[1]), "schema")),
+        "table": F.expr(case(lambda pre, to: _str(to[2]), "`table`")),
+    })
+    return out.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in EVENT_SCHEMA.fields], *[
+        c for c in events.columns if c not in EVENT_SCHEMA.fieldNames()])
+
+
 def _step_events(
-    spark: SparkSession, src: str, r: TableRename, key: list[str] | None
+    spark: SparkSession, src: str, r: TableRename, key: list[str] | None, state: TableState
 ) -> tuple[DataFrame, DataFrame, dict[str, str], bool]:
     """The canonical events of one step: ``(the new table's truncate and moved rows, the old
     table's truncate, the old table's source columns name -> Spark type, the old table is a
-    history table)``. A moved row's position is the
-    step's point followed by the row's own position (its record is the DDL's), so a move
+    history table)``. ``state``: the old table's progress; its latest truncate before the
+    point is carried to the new table (at the point followed by its position), so an event of
+    the old table older than it that arrives later stays out there too. A moved row's position is the
+    step's point followed by the row's own position (its record the row's), so a move
     applied again gives the same changes (re-delivery changes nothing, identical rows of a
     table without a key stay apart)."""
     point = rename_point(r)
@@ -261,8 +367,14 @@ def _step_events(
     after = ("map(" + ", ".join(f"{_str(c)}, {canonical_text_sql(_ident(c), t)}" for c, t in columns.items()) + ")"
              if columns else "cast(null as map<string,string>)")
     row_pos = f"concat({_array_sql(point)}, coalesce(_cdc_position, cast(array() as array<decimal(38,0)>)))"
-    moved = _events(rows, _event_sql(r, r.new, Op.CREATE.value, row_pos, columns, key, after))
-    empty_new = _events(spark.range(1), _event_sql(r, r.new, Op.TRUNCATE.value, _array_sql(point), columns, key))
+    # the row's own record (a change of the old table delivered again, moved by relabel_late,
+    # ties with it exactly); a row written before _cdc_record existed: the DDL's
+    record = "_cdc_record" if "_cdc_record" in rows.columns else None
+    moved = _events(rows, _event_sql(r, r.new, Op.CREATE.value, row_pos, columns, key, after, record))
+    empty_at = point
+    if state.truncate_position is not None and order_key(state.truncate_position) < order_key(point):
+        empty_at = [*point, *state.truncate_position]
+    empty_new = _events(spark.range(1), _event_sql(r, r.new, Op.TRUNCATE.value, _array_sql(empty_at), columns, key))
     end_old = _events(spark.range(1), _event_sql(r, r.old, Op.TRUNCATE.value, _array_sql(point), columns, key))
     return empty_new.unionByName(moved), end_old, columns, history
 

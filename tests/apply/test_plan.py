@@ -289,3 +289,24 @@ def test_table_renames_are_planned_once_with_names_resolved_and_grouped():
     # steps that share a table wait for the earlier one; others go together
     assert [[(r.old[2], r.new[2]) for r in w] for w in waves(renames)] == [
         [("x", "y"), ("a", "tmp")], [("b", "a")], [("tmp", "b"), ("p", "q")]]
+
+
+def test_late_events_follow_every_later_rename_of_the_new_name():
+    # t -> n at [10, 1], n -> z at [20, 1]; t created again and renamed -> u at [30, 1]; a swap in
+    # one statement at 40: a -> c, b -> a, c -> b. An event of the old table older than a point
+    # goes to the last name, at the points' prefix followed by its own position
+    from cdclake.apply.delta_table import TableState
+    from cdclake.apply.renames import follow_renames
+
+    def st(*steps):
+        return TableState(renamed=[([Decimal(x) for x in pt], None, ("db", None, to)) for pt, to in steps])
+
+    states = {"db.t": st(((10, 1), "n"), ((30, 1), "u")), "db.n": st(((20, 1), "z")), "db.x": TableState(),
+              "db.a": st(((40, 1), "c")), "db.b": st(((40, 2), "a")), "db.c": st(((40, 3), "b"))}
+    got = {(name, tuple(int(x) for x in pt)): (to[2], [int(x) for x in pre]) for name, pt, to, pre in follow_renames(states)}
+    assert got == {
+        ("db.t", (10, 1)): ("z", [20, 1, 10, 1]), ("db.t", (30, 1)): ("u", [30, 1]), ("db.n", (20, 1)): ("z", [20, 1]),
+        # a's rows went to c at step 1, then on to b at step 3; b's to a at step 2 (a's own later
+        # rename, step 1, is before it); c's, at step 3, to b
+        ("db.a", (40, 1)): ("b", [40, 3, 40, 1]), ("db.b", (40, 2)): ("a", [40, 2]), ("db.c", (40, 3)): ("b", [40, 3]),
+    }

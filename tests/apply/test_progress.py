@@ -56,3 +56,18 @@ def test_null_old_position_and_newer_truncate_take_the_batch_values():
     assert t["lag_ms"] is None  # no event time on either side
     # the inputs are not modified
     assert old[0]["last_position"] is None and old[0]["rows"] == 3
+
+
+def test_table_renames_accumulate_once_each_by_point():
+    # a table renamed, created again and renamed again keeps both steps (an event older than
+    # each point belongs to that step's new name); the same step again (a replay) counts once
+    from cdclake.apply.audit import renamed_of
+
+    first = {"point": d(10, 1), "record": {"file": "f", "line": 3, "partition": None, "offset": None}, "to": ["db", None, "n"]}
+    second = {"point": d(20, 1), "record": None, "to": ["db", None, "z"]}
+    old = [row(None, "db.t", renamed=[second])]
+    new = [row(None, "db.t", renamed=[first]), row(None, "db.u", renamed=None)]
+    got = {r["table"]: r for r in merge_progress(merge_progress(old, new), [row(None, "db.t", renamed=[first])])}
+    assert renamed_of(got["db.t"]["renamed"]) == [(d(10, 1), ("f", 3, None, None), ("db", None, "n")),
+                                                  (d(20, 1), None, ("db", None, "z"))]
+    assert renamed_of(got["db.u"]["renamed"]) == []

@@ -400,6 +400,27 @@ def _table_rename_moves_the_rows():
     ]
 
 
+def _late_events_of_a_renamed_table_follow_it():
+    # an event of t older than its rename (t -> n at 10) that arrives after the rename was
+    # applied belongs to n (cdclake.apply.renames.relabel_late): an update lands there, an
+    # insert older than a delete t remembered stays out (the deletes moved with the rows), a
+    # delete removes the moved row; a change of t after 10 (t created again) stays in t. In
+    # batch 3 n is renamed to z at 20: in batch 4 a late change of t follows both renames
+    def ddl(pos, text, table="t"):
+        return dict(ev(None, pos, kind="ddl", table=table), ddl=text)
+
+    return [
+        ([ev("c", 1, row(1, "a")), ev("c", 2, row(2, "b")), ev("c", 3, row(3, "c")), ev("d", 4, before=row(3, "c"))],
+         {"t": [(1, "a", None), (2, "b", None)]}),
+        ([ddl(10, "RENAME TABLE renlate TO renlate_n")], {"t": [], "n": [(1, "a", None), (2, "b", None)]}),
+        ([ev("u", 5, row(1, "a5"), row(1, "a")), ev("c", 3, row(3, "c")), ev("d", 6, before=row(2, "b")), ev("c", 12, row(9, "new")),
+          ddl(20, "RENAME TABLE renlate_n TO renlate_z", "n"), ev("c", 15, row(5, "n15"), table="n")],
+         {"t": [(9, "new", None)], "n": [], "z": [(1, "a5", None), (5, "n15", None)]}),
+        ([ev("u", 7, row(1, "a7"), row(1, "a5")), ev("c", 2, row(2, "b"))],
+         {"t": [(9, "new", None)], "n": [], "z": [(1, "a7", None), (5, "n15", None)]}),
+    ]
+
+
 def _snapshot_by_position_lands_after_a_delete_or_truncate():
     # Debezium's snapshot rows carry the position the snapshot was read at, which orders with
     # streamed changes (Capabilities.snapshot_positions): a snapshot taken again after a delete
@@ -538,6 +559,7 @@ SCENARIOS = {
     "keylesspart": _keyless_partial_update_before_its_insert_in_an_earlier_batch,
     "partmove": _partial_update_that_changes_the_key_moves_the_whole_row,
     "rename": _table_rename_moves_the_rows,
+    "renlate": _late_events_of_a_renamed_table_follow_it,
 }
 
 
