@@ -78,3 +78,35 @@ def test_a_batch_replayed_after_a_partial_commit_lands_once(spark, tmp_path):
     _apply(spark, tmp_path, [ev("d", 8, before=row(3, "c"))], audit.Txn("app", 2))
     assert table(spark, tmp_path) == [(1, "a2", None)]
     assert spark.read.format("delta").load(str(tmp_path / "_cdclake/changelog")).count() == len(first) + len(second) + 1
+
+
+def test_a_rename_replayed_after_a_crash_between_its_applies_moves_once(spark, tmp_path):
+    # RENAME TABLE t TO n (and k TO kn, a table without a key holding two identical rows): the
+    # crash came after n's move and the copy of t's remembered deletes, before n's progress,
+    # t's end and kn's move committed (cdclake.apply.renames: the old tables end only after the
+    # new ones). Applied again, the move lands once: kn still holds two rows, not four; n's
+    # deletes from t are copied once; a late change of t then follows the rename
+    def nokey(op, pos, **kw):
+        return ev(op, pos, table="k", key=None, **kw)
+
+    first = [ev("c", 1, row(1, "a")), ev("c", 2, row(2, "b")), ev("c", 3, row(3, "c")), ev("d", 4, before=row(3, "c")),
+             nokey("c", 1, after=row(7, "same")), nokey("c", 2, after=row(7, "same"))]
+    _apply(spark, tmp_path, first, audit.Txn("app", 0))
+    rename = [dict(ev(None, 5, kind="ddl"), ddl="RENAME TABLE t TO n, k TO kn")]
+    txn = audit.Txn("app", 1)
+    _apply(spark, tmp_path, rename, txn)
+    assert table(spark, tmp_path, "db.n") == [(1, "a", None), (2, "b", None)]
+    for name in ("db.t", "db.k", "db.kn", "_cdclake/progress", "_cdclake/progress"):
+        _uncommit_last(tmp_path / name)
+    _forget_delta_logs(spark)
+    assert table(spark, tmp_path) == [(1, "a", None), (2, "b", None)] and table(spark, tmp_path, "db.kn") == []
+
+    _apply(spark, tmp_path, rename, txn)
+    assert table(spark, tmp_path) == [] and table(spark, tmp_path, "db.k") == []
+    assert table(spark, tmp_path, "db.n") == [(1, "a", None), (2, "b", None)]
+    assert table(spark, tmp_path, "db.kn") == [(7, "same", None)] * 2
+    deletes = spark.read.format("delta").load(str(tmp_path / "_cdclake/deletes"))
+    assert sorted((r["table"], [int(x) for x in r["position"]]) for r in deletes.collect()) == [("db.n", [5, 1, 4]), ("db.t", [4])]
+    # a late change of t older than the rename lands in n; an insert older than t's delete stays out
+    _apply(spark, tmp_path, [ev("u", 3, row(1, "a3"), row(1, "a")), ev("c", 3, row(3, "c"))], audit.Txn("app", 2))
+    assert table(spark, tmp_path, "db.n") == [(1, "a3", None), (2, "b", None)] and table(spark, tmp_path) == []
