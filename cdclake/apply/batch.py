@@ -229,7 +229,7 @@ def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, p
         plan = plan_batch(events, primary_keys)
     states = progress.table_states()
     relabelled = None
-    if any(st.renamed for st in states.values()):
+    if changelog and any(st.renamed for st in states.values()):  # (events cdclake makes itself are never late)
         from cdclake.apply.renames import relabel_late
 
         moved = relabel_late(events, plan, states)

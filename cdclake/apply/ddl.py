@@ -190,27 +190,32 @@ def table_renames(ddl: str | None) -> tuple[tuple[Name, Name], ...]:
                     i += 1
                     continue
                 break
-        elif _word(ts, s, "ALTER") and _word(ts, s + 1, "TABLE"):
-            i = s + 2
+        elif _word(ts, s, "ALTER"):
+            i = s + 1
+            while _word(ts, i, "IGNORE", "ONLINE"):  # MariaDB's ALTER [ONLINE] [IGNORE] TABLE
+                i += 1
+            if not _word(ts, i, "TABLE"):
+                continue
+            i += 1
             while _word(ts, i, "IF", "EXISTS", "ONLY"):
                 i += 1
             old, i = _name(ts, i)
             if old is None:
                 continue
-            depth = 0
+            depth, clause_start = 0, True  # a clause starts after the table name and after each comma
             while i < len(ts) and ts[i].token_type != TokenType.SEMICOLON:
                 t = ts[i]
                 depth += t.token_type == TokenType.L_PAREN
                 depth -= t.token_type == TokenType.R_PAREN
-                if depth == 0 and _word(ts, i, "RENAME"):
+                if depth == 0 and clause_start and _word(ts, i, "RENAME"):
                     j = i + 1
-                    if _word(ts, j, "COLUMN", "INDEX", "KEY", "CONSTRAINT"):
-                        break
-                    to = _word(ts, j, "TO", "AS")
-                    new, k = _name(ts, j + 1 if to else j)
-                    # ``RENAME x TO y`` without COLUMN: PostgreSQL's column rename
-                    if new is not None and not (not to and _word(ts, k, "TO")):
-                        out.append((old, new))
-                    break
+                    if not _word(ts, j, "COLUMN", "INDEX", "KEY", "CONSTRAINT", "PARTITION", "SUBPARTITION", "TRIGGER"):
+                        to = _word(ts, j, "TO", "AS")
+                        new, k = _name(ts, j + 1 if to else j)
+                        # ``RENAME x TO y`` without COLUMN: PostgreSQL's column rename
+                        if new is not None and not (not to and _word(ts, k, "TO")):
+                            out.append((old, new))
+                            break
+                clause_start = depth == 0 and t.token_type == TokenType.COMMA
                 i += 1
     return tuple(out)

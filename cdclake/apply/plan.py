@@ -247,8 +247,9 @@ class TableRename:
     order, text: the DDL event's position (``position.order``, ``position.text``).
     event_time_ms: its event time (ms since the epoch, UTC; may be None).
     record: its source record coordinates (:func:`record_tuple`), format: its format's name.
-    ddl: the statement's text. step: the rename's place in its statement (1-based: ``RENAME
-        TABLE a TO b, b TO c`` is two steps, done in order).
+    ddl: the statement's text. step: the rename's place among the batch's renames of its
+        position (1-based, in record order, then statement order: ``RENAME TABLE a TO b, b TO
+        c`` is two steps, done in order).
     old, new: ``(database, schema, table)`` of the table renamed and of its new name.
     """
 
@@ -629,8 +630,12 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
                 max(beats) if beats else None,
             )
         )
-    return BatchPlan(sorted(plans.values(), key=lambda p: p.name), progress, records,
-                     sorted(renames.values(), key=lambda m: (order_key(m.order), record_key(m.record), m.step)))
+    steps = sorted(renames.values(), key=lambda m: (order_key(m.order), record_key(m.record), m.step))
+    # numbered per position, not per statement: two statements of one position (Canal's coarse
+    # positions) get distinct points, in record order
+    for i, m in enumerate(steps):
+        m.step = steps[i - 1].step + 1 if i and steps[i - 1].order == m.order else 1
+    return BatchPlan(sorted(plans.values(), key=lambda p: p.name), progress, records, steps)
 
 
 def _field(x, name: str):

@@ -30,13 +30,23 @@ steps). A batch replayed after a crash skips what committed; the source rows are
 ``b``'s apply runs, and ``a`` is not ended before ``b`` committed, so a replay reads the same
 rows.
 
-Limits (README, NOTES.md): an event of ``a`` older than P that arrives in a later batch is
-applied to ``a`` (ended: it stays out), not moved to ``b``; the key of the moved rows is the
+An event of ``a`` older than P that arrives after the rename was applied goes to ``b``
+(:func:`relabel_late`, with ``a``'s remembered deletes and truncate carried to ``b``).
+
+Limits (README, NOTES.md): the key of the moved rows is the
 batch's (configured, else the one the batch's events of ``b`` or ``a`` state), else none (the
 rows then land as rows without a key, which later keyed changes of ``b`` match by key); a
 history table's moved rows begin new versions at the rename (``b`` holds no version of
 ``a``'s past: ``a`` keeps it, ended at P); a rename whose old table was never written under the
-target moves nothing and says so in the schema history.
+target moves nothing and says so in the schema history. The old table's changes after P in
+the rename's batch (a table created again under the old name) are applied before the move, so
+a row of the new ``a`` whose key ``a`` held before replaces that old row before it moves (the
+old row is missing from ``b``; a table of current rows), and a drop or truncate of the new
+``a`` in that batch removes the old rows before they move; snapshot reads ranked below the
+stream (Canal/DTS ``INIT``, Qlik ``REFRESH``) all count as older than P, so those of a table
+created again move too. A change of ``b`` at exactly P (a format whose positions are coarse:
+Canal's ``es`` and batch ``id``) is older than the rename's point whatever its record, so the
+move replaces it; renames of one position are numbered in one batch, not across batches.
 """
 
 from __future__ import annotations
@@ -221,7 +231,11 @@ def apply_renames(
     todo = [r for r in plan.renames if r.old_name != r.new_name and not _done(r, states)]
     keys = {p.name: p.key for p in plan.tables if p.key}
     out: list[ApplyResult] = []
-    for n, wave in enumerate(waves(todo), start=1):
+    index = {id(r): i for i, r in enumerate(plan.renames, start=1)}
+    for wave in waves(todo):
+        # the wave's identity names its steps (their places in the batch's renames): a replay
+        # that groups the steps left otherwise gets other identities, never a finished wave's
+        n = "-".join(str(index[id(r)]) for r in wave)
         states = audit.read_progress(spark, target).table_states()  # as the wave before left them
         moves, ends, carried, lines_to, lines_from, renamed, max_delete = [], [], [], {}, {}, {}, {}
         for r in wave:
@@ -238,7 +252,7 @@ def apply_renames(
             moves.append(m)
             ends.append(e)
             if state.delete_position is not None:
-                carried.append(r)
+                carried.append((r, index[id(r)]))
                 max_delete[new] = [*rename_point(r), *state.delete_position]
             renamed[old] = (rename_point(r), r.record, r.new)
             lines_to[new] = (f"table renamed from {old} at the source (position {r.text}): its rows moved here;"
@@ -246,34 +260,40 @@ def apply_renames(
             lines_from[old] = f"table renamed to {new} at the source (position {r.text}): its rows moved there and removed here, as by a truncate"
         if not moves:
             continue
-        _carry_deletes(spark, target, carried, _txn(txn, n, "deletes"))
+        for r, i in carried:
+            _carry_deletes(spark, target, r, _txn(txn, str(i), "deletes"))
         events = reduce(DataFrame.unionByName, moves).persist()
         try:
             to_plan = _with_lines(plan_batch(events, primary_keys), lines_to, wave, max_delete=max_delete)
-            out += apply_batch(spark, events, target, primary_keys, _txn(txn, n, "to"), plan=to_plan, fmt=fmt, changelog=False)
+            moved = apply_batch(spark, events, target, primary_keys, _txn(txn, n, "to"), plan=to_plan, fmt=fmt, changelog=False)
         finally:
             events.unpersist()
+        out += moved
+        # a new table that could not take the rows (TABLE_FAILED: its events went to the
+        # rejects) keeps the old one as it is: the step is applied again with the next delivery
+        failed = {m.table for m in moved if m.failed}
+        ends = [e for r, e in zip([r for r in wave if r.old_name in lines_from], ends) if r.new_name not in failed]
+        if not ends:
+            continue
         ended = reduce(DataFrame.unionByName, ends)
         from_plan = _with_lines(plan_batch(ended, primary_keys), lines_from, wave, renamed=renamed)
         out += apply_batch(spark, ended, target, primary_keys, _txn(txn, n, "from"), plan=from_plan, fmt=fmt, changelog=False)
     return out
 
 
-def _carry_deletes(spark: SparkSession, target: str, steps: list[TableRename], txn: audit.Txn | None) -> None:
-    """Append to ``_cdclake/deletes`` the deletes remembered for each step's old table before
+def _carry_deletes(spark: SparkSession, target: str, r: TableRename, txn: audit.Txn | None) -> None:
+    """Append to ``_cdclake/deletes`` the deletes remembered for the step's old table before
     its point, as the new table's, at the point followed by their own position: an event of
     the old table older than them that arrives later (moved to the new table by
-    :func:`relabel_late`) stays out there as it would have in the old table. One commit."""
+    :func:`relabel_late`) stays out there as it would have in the old table. One commit, under
+    the step's own identity (``txn``)."""
     path = f"{target}/{audit.DELETES}"
-    if not steps or not DeltaTable.isDeltaTable(spark, path):
+    if not DeltaTable.isDeltaTable(spark, path):
         return
-    deletes = spark.read.format("delta").load(path)
-    parts = []
-    for r in steps:
-        point = _array_sql(rename_point(r))
-        parts.append(deletes.where(F.col("table") == F.lit(r.old_name)).where(f"position < {point}")
-                     .withColumn("table", F.lit(r.new_name)).withColumn("position", F.expr(f"concat({point}, position)")))
-    audit.append(reduce(DataFrame.unionByName, parts), path, txn)
+    point = _array_sql(rename_point(r))
+    rows = (spark.read.format("delta").load(path).where(F.col("table") == F.lit(r.old_name)).where(f"position < {point}")
+            .withColumn("table", F.lit(r.new_name)).withColumn("position", F.expr(f"concat({point}, position)")))
+    audit.append(rows, path, txn)
 
 
 def follow_renames(states: dict) -> list[tuple]:
@@ -366,18 +386,28 @@ def _step_events(
     rows, columns, history = source_rows(spark, src, point, (r.format or "") in snapshot_position_formats())
     after = ("map(" + ", ".join(f"{_str(c)}, {canonical_text_sql(_ident(c), t)}" for c, t in columns.items()) + ")"
              if columns else "cast(null as map<string,string>)")
-    row_pos = f"concat({_array_sql(point)}, coalesce(_cdc_position, cast(array() as array<decimal(38,0)>)))"
+    # a snapshot read that ranks below the stream (Canal/DTS INIT, Qlik REFRESH) has no stream
+    # position: it goes first (-1), so a late streamed change of the old table, moved after it,
+    # still wins over it as it would have there
+    rank0 = f"({rank_sql('_cdc_op', (r.format or '') in snapshot_position_formats())}) = 0"
+    row_pos = (f"concat({_array_sql(point)}, CASE WHEN {rank0} THEN array(cast(-1 as decimal(38,0)))"
+               " ELSE coalesce(_cdc_position, cast(array() as array<decimal(38,0)>)) END)")
     # the row's own record (a change of the old table delivered again, moved by relabel_late,
     # ties with it exactly); a row written before _cdc_record existed: the DDL's
     record = "_cdc_record" if "_cdc_record" in rows.columns else None
     moved = _events(rows, _event_sql(r, r.new, Op.CREATE.value, row_pos, columns, key, after, record))
-    empty_at = point
+    empty_at, empty_record = point, None
     if state.truncate_position is not None and order_key(state.truncate_position) < order_key(point):
+        # the old table's truncate, with its record (a change of its own position after it stays)
         empty_at = [*point, *state.truncate_position]
-    empty_new = _events(spark.range(1), _event_sql(r, r.new, Op.TRUNCATE.value, _array_sql(empty_at), columns, key))
+        rec = state.truncate_record or (None,) * len(RECORD_FIELDS)
+        empty_record = ("named_struct('file', " + _str(rec[0]) + ", 'line', cast(" + ("null" if rec[1] is None else str(int(rec[1])))
+                        + " as bigint), 'partition', cast(" + ("null" if rec[2] is None else str(int(rec[2]))) + " as int), 'offset', cast("
+                        + ("null" if rec[3] is None else str(int(rec[3]))) + " as bigint))")
+    empty_new = _events(spark.range(1), _event_sql(r, r.new, Op.TRUNCATE.value, _array_sql(empty_at), columns, key, record=empty_record))
     end_old = _events(spark.range(1), _event_sql(r, r.old, Op.TRUNCATE.value, _array_sql(point), columns, key))
     return empty_new.unionByName(moved), end_old, columns, history
 
 
-def _txn(txn: audit.Txn | None, n: int, side: str) -> audit.Txn | None:
+def _txn(txn: audit.Txn | None, n: str, side: str) -> audit.Txn | None:
     return None if txn is None else audit.Txn(f"{txn.app_id}.rename.{n}.{side}", txn.version)

@@ -261,7 +261,11 @@ def test_table_renames_read_every_spelling():
     assert table_renames("RENAME TABLE t TO _t_del, _t_gho TO t") == ((("t",), ("_t_del",)), (("_t_gho",), ("t",)))
     assert table_renames("ALTER TABLE a RENAME TO b; RENAME TABLE b TO c") == ((("a",), ("b",)), (("b",), ("c",)))
     # column, index renames and other statements are not table renames
+    assert table_renames("ALTER TABLE a RENAME COLUMN x TO y, RENAME TO b") == ((("a",), ("b",)),)
+    assert table_renames("ALTER ONLINE IGNORE TABLE a RENAME INDEX i TO j, RENAME b") == ((("a",), ("b",)),)  # MariaDB
     for text in ("ALTER TABLE a RENAME COLUMN x TO y", "ALTER TABLE a RENAME x TO y", "ALTER TABLE t RENAME INDEX i TO j",
+                 "ALTER TABLE t RENAME PARTITION p1 TO p2", "ALTER TABLE t RENAME SUBPARTITION p1 TO p2",
+                 "ALTER TABLE a ADD COLUMN rename int", "ALTER TABLE a ALTER COLUMN rename SET DEFAULT 1",
                  "CREATE TABLE rename_me (a int)", "DROP TABLE a", None, ""):
         assert table_renames(text) == (), text
 

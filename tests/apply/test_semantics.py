@@ -405,19 +405,24 @@ def _late_events_of_a_renamed_table_follow_it():
     # applied belongs to n (cdclake.apply.renames.relabel_late): an update lands there, an
     # insert older than a delete t remembered stays out (the deletes moved with the rows), a
     # delete removes the moved row; a change of t after 10 (t created again) stays in t. In
-    # batch 3 n is renamed to z at 20: in batch 4 a late change of t follows both renames
+    # batch 3 n is renamed to z at 20: in batch 4 a late change of t follows both renames. Key 4
+    # is a snapshot read ranked below the stream (op r of a format whose snapshot positions do
+    # not order with its stream; its position 50 says nothing): a late streamed change of it
+    # still wins in n
     def ddl(pos, text, table="t"):
         return dict(ev(None, pos, kind="ddl", table=table), ddl=text)
 
     return [
-        ([ev("c", 1, row(1, "a")), ev("c", 2, row(2, "b")), ev("c", 3, row(3, "c")), ev("d", 4, before=row(3, "c"))],
-         {"t": [(1, "a", None), (2, "b", None)]}),
-        ([ddl(10, "RENAME TABLE renlate TO renlate_n")], {"t": [], "n": [(1, "a", None), (2, "b", None)]}),
+        ([ev("c", 1, row(1, "a")), ev("c", 2, row(2, "b")), ev("c", 3, row(3, "c")), ev("d", 4, before=row(3, "c")),
+          ev("r", 50, row(4, "snap"))],
+         {"t": [(1, "a", None), (2, "b", None), (4, "snap", None)]}),
+        ([ddl(10, "RENAME TABLE renlate TO renlate_n")], {"t": [], "n": [(1, "a", None), (2, "b", None), (4, "snap", None)]}),
         ([ev("u", 5, row(1, "a5"), row(1, "a")), ev("c", 3, row(3, "c")), ev("d", 6, before=row(2, "b")), ev("c", 12, row(9, "new")),
-          ddl(20, "RENAME TABLE renlate_n TO renlate_z", "n"), ev("c", 15, row(5, "n15"), table="n")],
-         {"t": [(9, "new", None)], "n": [], "z": [(1, "a5", None), (5, "n15", None)]}),
+          ev("u", 9, row(4, "s9"), row(4, "snap")), ddl(20, "RENAME TABLE renlate_n TO renlate_z", "n"),
+          ev("c", 15, row(5, "n15"), table="n")],
+         {"t": [(9, "new", None)], "n": [], "z": [(1, "a5", None), (4, "s9", None), (5, "n15", None)]}),
         ([ev("u", 7, row(1, "a7"), row(1, "a5")), ev("c", 2, row(2, "b"))],
-         {"t": [(9, "new", None)], "n": [], "z": [(1, "a7", None), (5, "n15", None)]}),
+         {"t": [(9, "new", None)], "n": [], "z": [(1, "a7", None), (4, "s9", None), (5, "n15", None)]}),
     ]
 
 
