@@ -634,7 +634,8 @@ def _ord_sql(rank: str, pos: str, sub: str, record: str) -> str:
 
 
 def _order_sql(order: list) -> str:
-    return "array(" + ", ".join(f"cast({v} as decimal(38,0))" for v in order) + ")"
+    """SQL literal of a ``position.order`` (array<decimal(38,0)>; a None element is null)."""
+    return "array(" + ", ".join(f"cast({'null' if v is None else v} as decimal(38,0))" for v in order) + ")"
 
 
 def change_rows(

@@ -59,7 +59,16 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdclake.apply import audit
-from cdclake.apply.delta_table import SYSTEM_COLUMNS, ApplyResult, TableState, _create_empty, order_sql, rank_sql
+from cdclake.apply.delta_table import (
+    SYSTEM_COLUMNS,
+    ApplyResult,
+    TableState,
+    _create_empty,
+    _lit,
+    _order_sql,
+    order_sql,
+    rank_sql,
+)
 from cdclake.apply.plan import RECORD_FIELDS, BatchPlan, TableRename, TablePlan, order_key, plan_batch, truncate_key
 from cdclake.model import EVENT_SCHEMA, Kind, Op
 from cdclake.values import TS_FORMAT
@@ -70,11 +79,6 @@ def rename_point(rename: TableRename) -> list:
     from decimal import Decimal
 
     return [*rename.order, Decimal(rename.step)]
-
-
-def _array_sql(order: list) -> str:
-    """SQL literal of a ``position.order`` (array<decimal(38,0)>)."""
-    return "array(" + ", ".join(f"cast({'null' if v is None else int(v)} as decimal(38,0))" for v in order) + ")"
 
 
 def canonical_text_sql(column: str, spark_type: str) -> str:
@@ -102,16 +106,16 @@ def source_rows(spark: SparkSession, path: str, point: list, by_position: bool) 
     columns = {f.name: f.dataType.simpleString() for f in df.schema.fields if f.name not in SYSTEM_COLUMNS}
     history = "_cdc_is_current" in df.columns
     before = (f"{order_sql(rank_sql('_cdc_op', by_position), '_cdc_position', '1', *(f'_cdc_record.{f}' for f in RECORD_FIELDS))}"
-              f" < {order_sql('1', _array_sql(point), '0', *(['null'] * len(RECORD_FIELDS)))}")
+              f" < {order_sql('1', _order_sql(point), '0', *(['null'] * len(RECORD_FIELDS)))}")
     cond = f"({before})"
     if history:
-        cond += f" AND (_cdc_end IS NULL OR _cdc_end.position >= {_array_sql(point)})"
+        cond += f" AND (_cdc_end IS NULL OR _cdc_end.position >= {_order_sql(point)})"
     return df.where(cond), columns, history
 
 
 def _str(v) -> str:
-    """SQL string literal of ``v`` (None: a null string)."""
-    return "cast(null as string)" if v is None else "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'"
+    """SQL string literal of ``v`` (None: a null string; else :func:`delta_table._lit`)."""
+    return "cast(null as string)" if v is None else _lit(str(v))
 
 
 def _ident(name: str) -> str:
@@ -290,7 +294,7 @@ def _carry_deletes(spark: SparkSession, target: str, r: TableRename, txn: audit.
     path = f"{target}/{audit.DELETES}"
     if not DeltaTable.isDeltaTable(spark, path):
         return
-    point = _array_sql(rename_point(r))
+    point = _order_sql(rename_point(r))
     rows = (spark.read.format("delta").load(path).where(F.col("table") == F.lit(r.old_name)).where(f"position < {point}")
             .withColumn("table", F.lit(r.new_name)).withColumn("position", F.expr(f"concat({point}, position)")))
     audit.append(rows, path, txn)
@@ -351,7 +355,7 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict) -> DataFrame 
     for name, point, to, prefix in follow_renames(states):
         # the event's table by its qualified name (cdclake.model.qualified_name)
         cond = (f"kind = 'data' AND concat_ws('.', nullif(database, ''), nullif(schema, ''), `table`) = {_str(name)}"
-                f" AND ({rank0} OR position.order < {_array_sql(point)})")
+                f" AND ({rank0} OR position.order < {_order_sql(point)})")
         conds.append((cond, prefix, to))
 
     def case(value_of, otherwise):
@@ -359,7 +363,7 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict) -> DataFrame 
 
     # one projection (a CASE per column over the original columns: no nesting to blow up)
     out = events.withColumns({
-        "position": F.expr(case(lambda pre, to: f"named_struct('order', concat({_array_sql(pre)}, position.order), 'text', position.text)",
+        "position": F.expr(case(lambda pre, to: f"named_struct('order', concat({_order_sql(pre)}, position.order), 'text', position.text)",
                                 "position")),
         "database": F.expr(case(lambda pre, to: _str(to[0]), "database")),
         "schema": F.expr(case(lambda pre, to: _str(to[1]), "schema")),
@@ -390,7 +394,7 @@ def _step_events(
     # position: it goes first (-1), so a late streamed change of the old table, moved after it,
     # still wins over it as it would have there
     rank0 = f"({rank_sql('_cdc_op', (r.format or '') in snapshot_position_formats())}) = 0"
-    row_pos = (f"concat({_array_sql(point)}, CASE WHEN {rank0} THEN array(cast(-1 as decimal(38,0)))"
+    row_pos = (f"concat({_order_sql(point)}, CASE WHEN {rank0} THEN array(cast(-1 as decimal(38,0)))"
                " ELSE coalesce(_cdc_position, cast(array() as array<decimal(38,0)>)) END)")
     # the row's own record (a change of the old table delivered again, moved by relabel_late,
     # ties with it exactly); a row written before _cdc_record existed: the DDL's
@@ -404,8 +408,8 @@ def _step_events(
         empty_record = ("named_struct('file', " + _str(rec[0]) + ", 'line', cast(" + ("null" if rec[1] is None else str(int(rec[1])))
                         + " as bigint), 'partition', cast(" + ("null" if rec[2] is None else str(int(rec[2]))) + " as int), 'offset', cast("
                         + ("null" if rec[3] is None else str(int(rec[3]))) + " as bigint))")
-    empty_new = _events(spark.range(1), _event_sql(r, r.new, Op.TRUNCATE.value, _array_sql(empty_at), columns, key, record=empty_record))
-    end_old = _events(spark.range(1), _event_sql(r, r.old, Op.TRUNCATE.value, _array_sql(point), columns, key))
+    empty_new = _events(spark.range(1), _event_sql(r, r.new, Op.TRUNCATE.value, _order_sql(empty_at), columns, key, record=empty_record))
+    end_old = _events(spark.range(1), _event_sql(r, r.old, Op.TRUNCATE.value, _order_sql(point), columns, key))
     return empty_new.unionByName(moved), end_old, columns, history
 
 
