@@ -43,7 +43,8 @@ class Ingest:
 
     def __init__(self, bootstrap: str, topic: str, target: Path, checkpoint: Path):
         env = dict(os.environ, CDCLAKE_SHUFFLE_PARTITIONS="2", CDCLAKE_DRIVER_MEMORY="1g",
-                   CDCLAKE_SPARK_CONF="spark.databricks.delta.snapshotPartitions=2 spark.ui.enabled=false")
+                   CDCLAKE_SPARK_CONF="spark.databricks.delta.snapshotPartitions=2 spark.ui.enabled=false"
+                   " spark.sql.codegen.factoryMode=NO_CODEGEN")
         cmd = [
             sys.executable, "-m", "cdclake.cli", "ingest", "--format", "canal-json", "--kafka-bootstrap", bootstrap,
             "--topic", topic, "--target", str(target), "--checkpoint", str(checkpoint), "--trigger-interval", "1s",
