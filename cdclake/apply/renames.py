@@ -123,20 +123,27 @@ def _ident(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def record_sql(rec: tuple | None) -> str:
+    """SQL of a struct of a record's coordinates (``file`` string, ``line`` bigint,
+    ``partition`` int, ``offset`` bigint: :data:`RECORD_FIELDS`), from ``rec`` (those four
+    values, any None; None: all null)."""
+    rec = rec or (None,) * len(RECORD_FIELDS)
+    num = lambda v, t: f"cast({'null' if v is None else int(v)} as {t})"  # noqa: E731
+    return (f"named_struct('file', {_str(rec[0])}, 'line', {num(rec[1], 'bigint')}, 'partition', {num(rec[2], 'int')},"
+            f" 'offset', {num(rec[3], 'bigint')})")
+
+
 def _event_sql(rename: TableRename, table: tuple, op: str, position: str, columns: dict[str, str], key: list[str] | None,
                after: str = "cast(null as map<string,string>)", record: str | None = None) -> list:
     """The columns of one canonical event (EVENT_SCHEMA) of a rename step, as SQL. ``record``:
-    SQL of a struct with the record's fields (file, line, partition, offset); None: the DDL's."""
+    SQL of a struct with the record's fields (:func:`record_sql`); None: the DDL's."""
     lit = _str
     cols = ", ".join(
         f"named_struct('name', {lit(n)}, 'source_type', {lit(t)}, 'spark_type', {lit(t)}, 'precision', cast(null as int),"
         f" 'scale', cast(null as int), 'nullable', {'false' if key and n in key else 'true'})"
         for n, t in columns.items()
     )
-    rec = rename.record or (None,) * len(RECORD_FIELDS)
-    num = lambda v, t: f"cast({'null' if v is None else int(v)} as {t})"  # noqa: E731
-    r_file, r_line, r_part, r_off = ((lit(rec[0]), num(rec[1], "bigint"), num(rec[2], "int"), num(rec[3], "bigint")) if record is None
-                                     else tuple(f"{record}.{f}" for f in RECORD_FIELDS))
+    r_file, r_line, r_part, r_off = (f"{record or record_sql(rename.record)}.{f}" for f in RECORD_FIELDS)
     return [
         F.expr(lit(rename.format or "canonical")).alias("format"),
         F.lit(Kind.DATA.value).alias("kind"),
@@ -327,6 +334,10 @@ def follow_renames(states: dict) -> list[tuple]:
     return out
 
 
+#: the relabel's column of an event's qualified table name (dropped before it returns)
+_NAME = "_cdclake_relabel_name"
+
+
 def relabel_late(events: DataFrame, plan: BatchPlan, states: dict) -> DataFrame | None:
     """``events`` with the data events of renamed tables that are older than a rename of
     their table (the progress table's ``renamed``) moved to the new name, at the rename's point
@@ -353,8 +364,7 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict) -> DataFrame 
     rank0 = f"(op = 'r' AND format NOT IN ({fmts}))"
     conds = []
     for name, point, to, prefix in follow_renames(states):
-        # the event's table by its qualified name (cdclake.model.qualified_name)
-        cond = (f"kind = 'data' AND concat_ws('.', nullif(database, ''), nullif(schema, ''), `table`) = {_str(name)}"
+        cond = (f"kind = 'data' AND {_NAME} = {_str(name)}"
                 f" AND ({rank0} OR position.order < {_order_sql(point)})")
         conds.append((cond, prefix, to))
 
@@ -362,7 +372,9 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict) -> DataFrame 
         return "CASE " + " ".join(f"WHEN {c} THEN {value_of(pre, to)}" for c, pre, to in conds) + f" ELSE {otherwise} END"
 
     # one projection (a CASE per column over the original columns: no nesting to blow up)
-    out = events.withColumns({
+    # the event's table by its qualified name (cdclake.model.qualified_name), computed once
+    named = events.withColumn(_NAME, F.expr("concat_ws('.', nullif(database, ''), nullif(schema, ''), `table`)"))
+    out = named.withColumns({
         "position": F.expr(case(lambda pre, to: f"named_struct('order', concat({_order_sql(pre)}, position.order), 'text', position.text)",
                                 "position")),
         "database": F.expr(case(lambda pre, to: _str(to[0]), "database")),
@@ -404,10 +416,7 @@ def _step_events(
     if state.truncate_position is not None and order_key(state.truncate_position) < order_key(point):
         # the old table's truncate, with its record (a change of its own position after it stays)
         empty_at = [*point, *state.truncate_position]
-        rec = state.truncate_record or (None,) * len(RECORD_FIELDS)
-        empty_record = ("named_struct('file', " + _str(rec[0]) + ", 'line', cast(" + ("null" if rec[1] is None else str(int(rec[1])))
-                        + " as bigint), 'partition', cast(" + ("null" if rec[2] is None else str(int(rec[2]))) + " as int), 'offset', cast("
-                        + ("null" if rec[3] is None else str(int(rec[3]))) + " as bigint))")
+        empty_record = record_sql(state.truncate_record)
     empty_new = _events(spark.range(1), _event_sql(r, r.new, Op.TRUNCATE.value, _order_sql(empty_at), columns, key, record=empty_record))
     end_old = _events(spark.range(1), _event_sql(r, r.old, Op.TRUNCATE.value, _order_sql(point), columns, key))
     return empty_new.unionByName(moved), end_old, columns, history
