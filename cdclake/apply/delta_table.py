@@ -53,7 +53,7 @@ from pyspark.sql import DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 
 from cdclake.apply import types as T
-from cdclake.apply.plan import RECORD_FIELDS, TablePlan, ranked_key, truncate_key
+from cdclake.apply.plan import RECORD_FIELDS, TablePlan, _sql_str, ranked_key, truncate_key
 from cdclake.errors import CdclakeError
 from cdclake.normalize import pair_update_halves
 from cdclake.values import cast_sql
@@ -987,5 +987,5 @@ def _truncate(spark: SparkSession, path: str, point: tuple, by_position: bool = 
     return int(res[0] or 0) if res is not None else 0
 
 
-def _lit(s: str) -> str:
-    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+#: SQL string literal of a str (:func:`cdclake.apply.plan._sql_str`)
+_lit = _sql_str

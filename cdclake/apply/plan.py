@@ -304,16 +304,21 @@ def configured_keys_sql(primary_keys: dict[str, list[str]] | None) -> str:
     return _configured_sql("map(" + ", ".join(arrays) + ")")
 
 
+#: SQL over an event: its table's qualified name (:func:`cdclake.model.qualified_name`)
+QUALIFIED_NAME_SQL = "concat_ws('.', nullif(database, ''), nullif(schema, ''), `table`)"
+
+
 def _configured_sql(m: str) -> str:
     """SQL: the value of map ``m`` (SQL) for an event's table, by qualified name, then
     ``database.table``, then bare table name, else NULL."""
-    qual = "concat_ws('.', nullif(database, ''), nullif(schema, ''), table)"
+    qual = QUALIFIED_NAME_SQL
     return (f"coalesce(try_element_at({m}, {qual}), "
             f"case when nullif(database, '') is not null then try_element_at({m}, concat(database, '.', table)) end, "
             f"try_element_at({m}, table))")
 
 
 def _sql_str(s: str) -> str:
+    """SQL string literal of ``s`` (backslashes and single quotes escaped)."""
     return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 

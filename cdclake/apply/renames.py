@@ -69,7 +69,7 @@ from cdclake.apply.delta_table import (
     order_sql,
     rank_sql,
 )
-from cdclake.apply.plan import RECORD_FIELDS, BatchPlan, TableRename, TablePlan, order_key, plan_batch, truncate_key
+from cdclake.apply.plan import QUALIFIED_NAME_SQL, RECORD_FIELDS, BatchPlan, TableRename, TablePlan, order_key, plan_batch, truncate_key
 from cdclake.model import EVENT_SCHEMA, Kind, Op
 from cdclake.values import TS_FORMAT
 
@@ -371,9 +371,9 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict) -> DataFrame 
     def case(value_of, otherwise):
         return "CASE " + " ".join(f"WHEN {c} THEN {value_of(pre, to)}" for c, pre, to in conds) + f" ELSE {otherwise} END"
 
-    # one projection (a CASE per column over the original columns: no nesting to blow up)
-    # the event's table by its qualified name (cdclake.model.qualified_name), computed once
-    named = events.withColumn(_NAME, F.expr("concat_ws('.', nullif(database, ''), nullif(schema, ''), `table`)"))
+    # a CASE per column over the original columns (no nesting to blow up); the event's table
+    # by its qualified name, computed once beneath them
+    named = events.withColumn(_NAME, F.expr(QUALIFIED_NAME_SQL))
     out = named.withColumns({
         "position": F.expr(case(lambda pre, to: f"named_struct('order', concat({_order_sql(pre)}, position.order), 'text', position.text)",
                                 "position")),
