@@ -134,8 +134,8 @@ def test_round_trip_property(spark, tmp_path_factory, seeds):
 
 
 def test_ingest_scrambled(spark, tmp_path):
-    # seed 1 cut into 3 batches (units shuffled, 30 % delivered twice, then everything replayed
-    # in one ingest), transactions held back by seq/size between the batches. It ended with
+    # seed 1 cut into 3 batches (units shuffled, 30 % delivered twice), transactions held back
+    # by seq/size between the batches. It ended with
     # extra keyless audit_log rows until session 15: an update written before an ADD COLUMN
     # has a before image without the new column, so it was not completed into a full update
     # and did not move its row. The applier's semantics over many scrambled workloads:
