@@ -106,6 +106,15 @@ def replay(
                 cur[i] = v
 
         if e["kind"] == "ddl":
+            moved = re.fullmatch(r"\s*RENAME\s+TABLE\s+(\S+)\s+TO\s+(\S+)\s*", e["ddl"] or "", re.I)
+            if moved:  # the simulator's RENAME TABLE `a` TO `b` (names in the event's database): a's rows and columns go on as b's
+                assert history is None, "the oracle's histories do not follow table renames"
+                old, new = (".".join(p for p in (e["database"], e["schema"], m.strip("`")) if p) for m in moved.groups())
+                assert old == name and new not in rows, f"RENAME TABLE {old} TO {new} at {e['position']}"
+                rows[new], rows[name] = rows.get(name, []), []
+                live[new], live[name] = cur, []
+                schemas[new] = dict(schemas[name])
+                continue
             if re.match(r"\s*DROP\s+TABLE\b", e["ddl"] or "", re.I):  # the table's rows are gone
                 rows[name] = []
                 for i in range(len(cur)):

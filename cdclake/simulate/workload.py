@@ -264,6 +264,7 @@ class _Table:
     sigs: dict = field(default_factory=dict)  # keyless: whole-row signature -> row id
     added: int = 0
     renamed: int = 0
+    moved: int = 0  # RENAME TABLE of this table so far
     next_id: int = 0  # keyless: surrogate row ids (never emitted)
 
     def empty(self) -> None:
@@ -352,6 +353,11 @@ class Workload:
             default: the applier does not follow them yet.
         drop_tables: also generate ``DROP TABLE`` of a random table, then ``CREATE TABLE`` of it
             again with the same columns (two DDL events; its rows are gone). Off by default.
+        rename_tables: also generate ``RENAME TABLE a TO b`` (MySQL's statement, names in the
+            table's database unqualified; a DDL event of ``a``) of a random table, once per table at most: its rows and columns go on under
+            the new name ``<table>_r1`` (later events and :attr:`SimResult.final` use it), and
+            the old name is never used again. Off by default (the same seed then gives the
+            same stream as before the option existed).
         truncate_columns: truncates carry ``columns`` like every data event. False gives
             truncates without a column schema, as Canal and Debezium write them; the applier
             then ignores a truncate whose batch holds no other event of its table (a known bug,
@@ -370,6 +376,7 @@ class Workload:
         drop_rename: bool = False,
         truncate_columns: bool = True,
         drop_tables: bool = False,
+        rename_tables: bool = False,
     ) -> None:
         if tables < 1:
             raise ValueError("tables must be >= 1")
@@ -385,13 +392,15 @@ class Workload:
         self.drop_rename = drop_rename
         self.truncate_columns = truncate_columns
         self.drop_tables = drop_tables
+        self.rename_tables = rename_tables
 
     def __repr__(self) -> str:
         return (
             f"Workload(seed={self.seed}, tables={self.tables}, events={self.events}, "
             f"snapshot_rows={self.snapshot_rows}, ddl={self.ddl}, truncates={self.truncates}, "
             f"heartbeats={self.heartbeats}, drop_rename={self.drop_rename}, "
-            f"truncate_columns={self.truncate_columns}, drop_tables={self.drop_tables})"
+            f"truncate_columns={self.truncate_columns}, drop_tables={self.drop_tables}, "
+            f"rename_tables={self.rename_tables})"
         )
 
     def generate(self) -> SimResult:
@@ -658,6 +667,21 @@ class _Run:
         self.tick()
         self.emit("ddl", t=t, ddl=f"CREATE TABLE {t.ref} ({cols}{key})")
 
+    def rename_table(self) -> bool:
+        """``RENAME TABLE a TO b`` of a random table (a DDL event of ``a``); False when that
+        table was renamed already."""
+        t = self.rnd.choice(self.tables)
+        if t.moved:
+            return False
+        t.moved += 1
+        new = f"{t.table}_r{t.moved}"
+        self.tick()
+        # the names unqualified, as a user in the table's database writes them (MySQL's binlog
+        # keeps the statement's text; the event names the database)
+        self.emit("ddl", t=t, ddl=f"RENAME TABLE `{t.table}` TO `{new}`")
+        t.table = new
+        return True
+
     def ddl_choices(self, t: _Table) -> list[tuple[str, Column | None]]:
         out: list[tuple[str, Column | None]] = []
         if t.added < MAX_ADDED_COLUMNS:
@@ -733,6 +757,8 @@ class _Run:
                 continue
             if w.drop_tables and 0.105 <= r < 0.13:
                 self.drop_table()
+                continue
+            if w.rename_tables and 0.13 <= r < 0.145 and self.rename_table():
                 continue
             self.transaction(min(rnd.randint(1, MAX_TX_SIZE), left))
         return self.result()

@@ -115,12 +115,14 @@ def test_events_are_well_formed(seed):
         dict(seed=9, events=300, snapshot_rows=0, tables=1),
         dict(seed=10, events=800, tables=2, snapshot_rows=50),
         dict(seed=3, events=400, truncate_columns=False),
+        dict(seed=7, events=600, tables=4, drop_tables=True, rename_tables=True),
     ],
 )
 def test_final_state_is_what_replaying_the_events_gives(kw):
     res = Workload(**kw).generate()
     rows, schemas = replay(res.events)
-    assert schemas == {n: s for n, s in res.schemas.items() if n in schemas}
+    assert {n: s for n, s in schemas.items() if n in res.schemas} == {n: s for n, s in res.schemas.items() if n in schemas}
+    assert all(rows[n] == [] for n in schemas if n not in res.schemas)  # old names of renamed tables
     for name, expected in res.final.items():
         same_rows(rows.get(name, []), expected, res.schemas[name])
         if not res.keys[name]:  # no two identical rows in a table without a key
@@ -155,6 +157,28 @@ def test_drop_and_rename_are_off_by_default():
     assert ddl and all(" ADD COLUMN " in d or " MODIFY COLUMN " in d for d in ddl)
     ddl = [e["ddl"] for e in Workload(7, events=2000, drop_rename=True).generate().events if e["kind"] == "ddl"]
     assert any(" DROP COLUMN " in d for d in ddl) and any(" RENAME COLUMN " in d for d in ddl)
+
+
+def test_table_renames_on_request():
+    """``rename_tables``: ``RENAME TABLE a TO b`` once per table at most; the old name is
+    never used again, the final state is under the new name, and the rest of the stream is the
+    one the seed gives without renames up to the first of them."""
+    plain = Workload(7, events=600, tables=4, drop_tables=True).generate()
+    res = Workload(7, events=600, tables=4, drop_tables=True, rename_tables=True).generate()
+    at = [i for i, e in enumerate(res.events) if e["kind"] == "ddl" and e["ddl"].startswith("RENAME TABLE")]
+    assert len(at) >= 2
+    assert res.events[: at[0]] == plain.events[: at[0]]
+    for i in at:
+        e = res.events[i]
+        old, new = re.fullmatch(r"RENAME TABLE `([^`]+)` TO `([^`]+)`", e["ddl"]).groups()
+        assert (e["table"], new) == (old, f"{old}_r1")
+        same = lambda x, t: (x["database"], x["schema"], x["table"]) == (e["database"], e["schema"], t)  # noqa: E731
+        assert not any(same(x, old) for x in res.events[i + 1:])
+        assert any(same(x, new) for x in res.events[i + 1:])
+        assert ".".join(p for p in (e["database"], e["schema"], old) if p) not in res.final
+    rows, _ = replay(res.events)
+    renamed = {n for n in rows if n not in res.final}
+    assert len(renamed) == len(at) and all(rows[n] == [] for n in renamed)
 
 
 def test_truncates_without_columns_on_request():
