@@ -353,11 +353,12 @@ class Workload:
             default: the applier does not follow them yet.
         drop_tables: also generate ``DROP TABLE`` of a random table, then ``CREATE TABLE`` of it
             again with the same columns (two DDL events; its rows are gone). Off by default.
-        rename_tables: also generate ``RENAME TABLE a TO b`` (MySQL's statement, names in the
-            table's database unqualified; a DDL event of ``a``) of a random table, once per table at most: its rows and columns go on under
-            the new name ``<table>_r1`` (later events and :attr:`SimResult.final` use it), and
-            the old name is never used again. Off by default (the same seed then gives the
-            same stream as before the option existed).
+        rename_tables: also generate ``RENAME TABLE a TO b`` (MySQL's statement, the names
+            unqualified in the table's database; a DDL event of ``a``) of a random table, once
+            per table at most: its rows and columns go on under the new name ``<table>_r1``
+            (later events and :attr:`SimResult.final` use it), and the old name is never used
+            again. Off by default (the same seed then gives the same stream as before the
+            option existed).
         truncate_columns: truncates carry ``columns`` like every data event. False gives
             truncates without a column schema, as Canal and Debezium write them; the applier
             then ignores a truncate whose batch holds no other event of its table (a known bug,
