@@ -379,12 +379,19 @@ KEYS_CONFIGURED = ("datahub-tuple", "debezium-json", "shareplex-json")
 MAX_BATCHES = {"qlik-json": 1}
 #: events per scrambled workload (a Delta commit per table per batch makes them costly)
 SCRAMBLED_EVENTS = 80
+#: formats whose DDL events carry the statement's text (Canal ``sql``, DataWorks ``ddl.text``,
+#: DTS Avro ``DDL`` records, Debezium's schema change ``ddl``): the applier reads a table rename
+#: from it (cdclake.apply.renames). Qlik's metadata messages, SharePlex and TUPLE carry none.
+RENAMES_CARRIED = ("canal-json", "dataworks-json", "debezium-json", "dts-avro")
 
 
-def format_workload(fmt: str, seed: int, events: int = SCRAMBLED_EVENTS) -> list[dict]:
+def format_workload(fmt: str, seed: int, events: int = SCRAMBLED_EVENTS, renames: bool = False) -> list[dict]:
     """The simulator workload (events in commit order) a scrambled ingest of ``fmt`` runs, with
     the restrictions the format needs today (applier bugs: strict xfail tests pin them and
-    NOTES.md lists them; oracle limits):
+    NOTES.md lists them; oracle limits). ``renames``: the formats of :data:`RENAMES_CARRIED`
+    rename tables too (``Workload(rename_tables=True)``; the oracle then follows current rows
+    only, not SCD type 2 histories); off, the same seed gives the stream it gave before the
+    option existed.
 
     * canal-json, dataworks-json, debezium-json: none (Debezium's Kafka keys do not survive
       the files the harness writes: its keys are configured, :data:`KEYS_CONFIGURED`).
@@ -415,7 +422,7 @@ def format_workload(fmt: str, seed: int, events: int = SCRAMBLED_EVENTS) -> list
       it moves (test_keyless_update_before_its_insert_in_an_earlier_batch).
     """
     if fmt == "dts-avro":
-        return typed_when_null(Workload(seed, events=events).generate().events)
+        return typed_when_null(Workload(seed, events=events, rename_tables=renames).generate().events)
     if fmt == "qlik-json":
         return Workload(seed, events=events, truncates=False).generate().events
     if fmt == "datahub-tuple":
@@ -426,7 +433,7 @@ def format_workload(fmt: str, seed: int, events: int = SCRAMBLED_EVENTS) -> list
     if fmt == "shareplex-json":
         return Workload(seed, events=events).generate().events
     assert fmt in FORMATS, fmt
-    return Workload(seed, events=events).generate().events
+    return Workload(seed, events=events, rename_tables=renames and fmt in RENAMES_CARRIED).generate().events
 
 
 def simulated_workload(seed: int, events: int = SCRAMBLED_EVENTS, rename_tables: bool = False) -> SimResult:

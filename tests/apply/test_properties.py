@@ -18,7 +18,9 @@ columns only in images (SharePlex), types inferred from values (TUPLE), partial 
 (SharePlex, Qlik), keys configured rather than carried (Debezium files, SharePlex, TUPLE),
 snapshot rows as inserts (DataWorks), truncates without columns (Canal, Debezium). Each runs on
 the workload its format's scrambled ingest may use (:func:`tests.roundtrip.format_workload`: the
-known applier gaps and oracle limits stay off there, strict xfail tests pin them) and is
+known applier gaps and oracle limits stay off there, strict xfail tests pin them), with table
+renames in this property for the formats that carry DDL text (Canal, DataWorks, DTS, Debezium:
+``RENAMES_CARRIED``; their first examples rename a table, :data:`RENAMING_SEEDS`), and is
 scrambled in the format's units (Qlik: a table's changes between two metadata messages travel
 together). This replaces the per-format hypothesis ingest properties, which ran the same
 check with one pipeline run (decode, changelog, a MERGE per table, progress) per batch per
@@ -42,6 +44,7 @@ from tests.roundtrip import (
     FORMATS,
     KEYS_CONFIGURED,
     MAX_BATCHES,
+    RENAMES_CARRIED,
     SEEDS,
     Case,
     assert_lake_matches,
@@ -72,8 +75,15 @@ ONCE_FAILED = {
     # decode_value(text, None) in the oracle: NULLs of untyped TUPLE columns (the shape has none)
     "datahub-tuple": Case(seed=0, shuffle_seed=0, batches=1, duplicate=0.0),
 }
-#: the first example's workload seed per shape: distinct, but the seeds of ONCE_FAILED
-FIRST_SEEDS = {shape: ONCE_FAILED[shape].seed if shape in ONCE_FAILED else i + 1 for i, shape in enumerate(SHAPES)}
+#: the first example's workload seed per shape: distinct, but the seeds of ONCE_FAILED; the
+#: formats that carry table renames (RENAMES_CARRIED) start on a workload that renames one in
+#: the applier property: Canal a composite-key table, then a keyed one; DataWorks a composite
+#: one, then the keyless audit_log; Debezium (keys configured) a keyed one; DTS a composite one
+RENAMING_SEEDS = {"canal-json": 9, "dataworks-json": 10, "debezium-json": 13, "dts-avro": 8}
+FIRST_SEEDS = {
+    shape: ONCE_FAILED[shape].seed if shape in ONCE_FAILED else RENAMING_SEEDS.get(shape, i + 1)
+    for i, shape in enumerate(SHAPES)
+}
 
 
 def cases(shape: str) -> st.SearchStrategy:
@@ -124,8 +134,9 @@ def table_units(events: list[dict]) -> list[int]:
 
 def prepare(k: int, shape: str, case: Case, renames: bool = False) -> Example:
     """Example ``k``: its events (tagged ``_x<k>``), scrambled into batches, the keys to
-    configure and the oracle's tables. ``renames``: the simulated shape renames tables too
-    (then without the oracle's ``history``, which does not follow renames)."""
+    configure and the oracle's tables. ``renames``: the simulated shape and the formats that
+    carry DDL text (:data:`tests.roundtrip.RENAMES_CARRIED`) rename tables too (then without the
+    oracle's ``history``, which does not follow renames)."""
     if shape == "simulated":
         source = simulated_workload(case.seed, EVENTS, rename_tables=renames).events
         events = [tag_event(e, k) for e in source]
@@ -134,7 +145,7 @@ def prepare(k: int, shape: str, case: Case, renames: bool = False) -> Example:
         # strict: the simulator's stream is one a database writes
         rows, schemas = replay(events, history=None if renames else history)
     else:
-        source = format_workload(shape, case.seed, EVENTS)
+        source = format_workload(shape, case.seed, EVENTS, renames=renames)
         enc = formats.get_encoder(shape)
         enc.encode(source)  # carried may depend on it (Qlik's table versions)
         events, keys = [], {}
@@ -147,7 +158,7 @@ def prepare(k: int, shape: str, case: Case, renames: bool = False) -> Example:
             if shape in KEYS_CONFIGURED and c["table"] and e["primary_key"]:
                 keys[qualified_name(c["database"], c["schema"], c["table"])] = list(e["primary_key"])
         history = {}
-        rows, schemas = replay(events, strict=False, history=history)
+        rows, schemas = replay(events, strict=False, history=None if renames and shape in RENAMES_CARRIED else history)
     starts = table_units(events) if shape == "qlik-json" else list(range(len(events)))
     parts = scramble_units(starts, random.Random(case.shuffle_seed), case.batches, case.duplicate)
     return Example(f"#{k} {shape} {case}", events, [[events[i] for i in p] for p in parts], keys, rows, schemas, history)
@@ -234,9 +245,14 @@ def test_shapes_cover_what_the_formats_give():
         assert by_shape[shape].keys, shape
     assert all(e["primary_key"] is None for e in events["debezium-json"] if e["kind"] == "data")
     assert {e["database"] for e in events["simulated"] if e["table"]} == {"shop_x0"}
-    # the property's first example renames a table (a keyless one: audit_log)
-    first = prepare(0, "simulated", Case(FIRST_SEEDS["simulated"], 0, 1, 0.0), renames=True).events
-    assert any(e["kind"] == "ddl" and e["ddl"].startswith("RENAME TABLE `audit_log`") for e in first)
+    # the property's first example renames a table (simulated: the keyless audit_log) in the
+    # simulated shape and in every format that carries renames, and in no other
+    renamed = {}
+    for shape in SHAPES:
+        first = prepare(0, shape, Case(FIRST_SEEDS[shape], 0, 1, 0.0), renames=True).events
+        renamed[shape] = [e["ddl"].split()[2] for e in first if e["kind"] == "ddl" and e["ddl"].startswith("RENAME TABLE")]
+    assert {s for s, r in renamed.items() if r} == {"simulated", *RENAMES_CARRIED}
+    assert renamed["simulated"] == ["`audit_log`"] and "`audit_log`" in renamed["dataworks-json"]
     starts = table_units(events["qlik-json"])
     assert len(set(starts)) < len(starts)  # units of several events
 
