@@ -436,15 +436,19 @@ def format_workload(fmt: str, seed: int, events: int = SCRAMBLED_EVENTS, renames
     return Workload(seed, events=events, rename_tables=renames and fmt in RENAMES_CARRIED).generate().events
 
 
-def simulated_workload(seed: int, events: int = SCRAMBLED_EVENTS, rename_tables: bool = False) -> SimResult:
+def simulated_workload(
+    seed: int, events: int = SCRAMBLED_EVENTS, rename_tables: bool = False, identical_rows: bool = False,
+) -> SimResult:
     """The format-free workload of the applier property: every table template (keyless
     included), truncates with columns, ADD/widen DDL, table drops (each followed by the table's
     CREATE again) (DROP/RENAME COLUMN off: the applier follows them in order,
     test_drop_and_rename_column_are_followed, but not an older event that names the old column
     delivered in a batch after the DDL's); with ``rename_tables``, table renames (``RENAME
     TABLE a TO b``, at most one per table: the oracle follows them for current rows, not for
-    SCD type 2 histories)."""
-    return Workload(seed, events=events, drop_tables=True, rename_tables=rename_tables).generate()
+    SCD type 2 histories); with ``identical_rows``, copies of the keyless table's rows (the
+    oracle's tables are multisets; not for SCD type 2 histories, where the applier gives
+    identical rows one history)."""
+    return Workload(seed, events=events, drop_tables=True, rename_tables=rename_tables, identical_rows=identical_rows).generate()
 
 
 # ---- scrambled ingests through the real pipeline -------------------------------------------

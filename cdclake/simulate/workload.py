@@ -12,10 +12,10 @@ The model (database ``shop``; ``tables`` tables, cycling through three templates
 * ``shop.sales.order_lines``: composite key ``(region string, order_no bigint, line_no int)``,
   a three-part name (database, schema, table);
 * ``shop.audit_log``: no key at all (``primary_key`` is null on its events, ``keys`` holds
-  ``[]``). The applier matches such rows on the whole before image, which is only well defined
-  when no two rows are identical, so the model never lets a keyless table hold two identical
-  rows: an insert or update that would create a duplicate is drawn again (or replaced by
-  another change).
+  ``[]``). The applier matches such rows on the whole before image, and keeps identical rows
+  apart as a multiset (a delete or update takes one copy). By default the model never lets a
+  keyless table hold two identical rows: an insert or update that would create a duplicate is
+  drawn again (or replaced by another change); ``identical_rows=True`` inserts copies too.
 
 Column types: ``int``, ``bigint``, ``decimal(10,2)``, ``decimal(18,4)``, ``decimal(38,10)``,
 ``string`` (accents, Japanese, emoji, RTL scripts, quotes, backslashes, tabs, newlines, empty
@@ -75,6 +75,7 @@ import base64
 import decimal
 import random
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import Decimal
@@ -89,6 +90,7 @@ BASE_TIME_MS = 1_704_067_200_000
 
 NULL_RATE = 0.12  # chance that a nullable column is NULL in a drawn row
 EDGE_RATE = 0.1  # chance that a drawn value is an edge case of its type
+COPY_RATE = 0.3  # identical_rows: chance that an insert of a keyless table copies one of its rows
 MAX_ADDED_COLUMNS = 6  # per table: ADD COLUMN stops being drawn after that many
 MAX_TX_SIZE = 6
 
@@ -117,7 +119,8 @@ class SimResult:
     events: canonical events in commit order, each a dict with exactly EVENT_SCHEMA's fields.
     final: qualified table name -> the table's rows after the last event, each row a dict
         column -> typed value (int, Decimal, str, bytes, date, naive UTC datetime, bool, None);
-        rows sorted by key (by every column for the keyless table), no row twice.
+        rows sorted by key (by every column for the keyless table), no row twice unless
+        ``identical_rows`` (copies of a keyless table's row, side by side).
     schemas: qualified table name -> final columns, name -> Spark type, in table order.
     keys: qualified table name -> key columns ([] for the table without a key).
     """
@@ -261,7 +264,7 @@ class _Table:
     columns: list[Column]
     key: list[str]
     rows: _Rows = field(default_factory=_Rows)
-    sigs: dict = field(default_factory=dict)  # keyless: whole-row signature -> row id
+    sigs: Counter = field(default_factory=Counter)  # keyless: whole-row signature -> rows holding it
     added: int = 0
     renamed: int = 0
     moved: int = 0  # RENAME TABLE of this table so far
@@ -291,7 +294,7 @@ class _Table:
 
     def rebuild_sigs(self) -> None:
         if not self.key:
-            self.sigs = {self.sig(self.rows.rows[r]): r for r in self.rows.ids}
+            self.sigs = Counter(self.sig(self.rows.rows[r]) for r in self.rows.ids)
 
 
 def _templates(i: int) -> _Table:
@@ -359,6 +362,11 @@ class Workload:
             (later events and :attr:`SimResult.final` use it), and the old name is never used
             again. Off by default (the same seed then gives the same stream as before the
             option existed).
+        identical_rows: a table without a key also gets rows identical to one it holds (an
+            insert of a copy, :data:`COPY_RATE` of its inserts once it has rows; a delete or an
+            update then takes one copy, a database does not say which). Off by default (the
+            same seed then gives the same stream as before the option existed); off, a keyless
+            table's rows are all different.
         truncate_columns: truncates carry ``columns`` like every data event. False gives
             truncates without a column schema, as Canal and Debezium write them; the applier
             then ignores a truncate whose batch holds no other event of its table (a known bug,
@@ -378,6 +386,7 @@ class Workload:
         truncate_columns: bool = True,
         drop_tables: bool = False,
         rename_tables: bool = False,
+        identical_rows: bool = False,
     ) -> None:
         if tables < 1:
             raise ValueError("tables must be >= 1")
@@ -394,6 +403,7 @@ class Workload:
         self.truncate_columns = truncate_columns
         self.drop_tables = drop_tables
         self.rename_tables = rename_tables
+        self.identical_rows = identical_rows
 
     def __repr__(self) -> str:
         return (
@@ -401,7 +411,7 @@ class Workload:
             f"snapshot_rows={self.snapshot_rows}, ddl={self.ddl}, truncates={self.truncates}, "
             f"heartbeats={self.heartbeats}, drop_rename={self.drop_rename}, "
             f"truncate_columns={self.truncate_columns}, drop_tables={self.drop_tables}, "
-            f"rename_tables={self.rename_tables})"
+            f"rename_tables={self.rename_tables}, identical_rows={self.identical_rows})"
         )
 
     def generate(self) -> SimResult:
@@ -539,12 +549,15 @@ class _Run:
             rid = t.next_id
             t.next_id += 1
             t.rows.add(rid, row)
-            t.sigs[t.sig(row)] = rid
+            t.sigs[t.sig(row)] += 1
 
     def _drop(self, t: _Table, rid) -> dict:
         row = t.rows.remove(rid)
         if not t.key:
-            del t.sigs[t.sig(row)]
+            sig = t.sig(row)
+            t.sigs[sig] -= 1
+            if not t.sigs[sig]:
+                del t.sigs[sig]
         return row
 
     # ---- events -------------------------------------------------------------------------
@@ -622,7 +635,10 @@ class _Run:
                 self._store(t, new)
                 self.emit("data", op="u", t=t, before=old, after=new, tx=tx)
                 return
-        row = self.new_row(t)
+        if self.w.identical_rows and not t.key and len(t.rows) and rnd.random() < COPY_RATE:
+            row = dict(t.rows.rows[t.rows.choice(rnd)])  # a copy of a row the table holds
+        else:
+            row = self.new_row(t)
         if row is None:  # a keyless table where every drawn row already exists
             rid = t.rows.choice(rnd)
             self.emit("data", op="d", t=t, before=self._drop(t, rid), tx=tx)
@@ -721,8 +737,8 @@ class _Run:
             text = f"ALTER TABLE {t.ref} MODIFY COLUMN `{col.name}` {col.source_type.upper()}{_not_null(col)}"
         elif what == "drop":
             rest = [c.name for c in t.columns if c is not col]
-            if not t.key and len({tuple(r[c] for c in rest) for r in t.rows.rows.values()}) != len(t.rows):
-                return False  # two rows of the keyless table would become identical
+            if not t.key and len({tuple(r[c] for c in rest) for r in t.rows.rows.values()}) != len(t.sigs):
+                return False  # two different rows of the keyless table would become identical
             t.columns.remove(col)
             for row in t.rows.rows.values():
                 del row[col.name]
@@ -734,8 +750,9 @@ class _Run:
             for row in t.rows.rows.values():
                 row[col.name] = row.pop(old)
             text = f"ALTER TABLE {t.ref} RENAME COLUMN `{old}` TO `{col.name}`"
+        distinct = len(t.sigs)
         t.rebuild_sigs()
-        assert t.key or len(t.sigs) == len(t.rows), f"DDL made rows of {t.name} identical"
+        assert t.key or len(t.sigs) == distinct, f"DDL made different rows of {t.name} identical"
         self.tick()
         self.emit("ddl", t=t, ddl=text)
         return True

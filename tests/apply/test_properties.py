@@ -31,6 +31,7 @@ example; each format keeps one fixed scrambled ingest through its real decoder
 from __future__ import annotations
 
 import random
+from collections import Counter
 from dataclasses import dataclass
 
 import pytest
@@ -80,9 +81,13 @@ ONCE_FAILED = {
 #: the applier property: Canal a composite-key table, then a keyed one; DataWorks a composite
 #: one, then the keyless audit_log; Debezium (keys configured) a keyed one; DTS a composite one
 RENAMING_SEEDS = {"canal-json": 9, "dataworks-json": 10, "debezium-json": 13, "dts-avro": 8}
-FIRST_SEEDS = {
+#: the simulated shape's first seed: in the applier property (table renames and identical rows
+#: on) its keyless audit_log gets 9 copies of rows, 3 of which a delete or update then takes,
+#: is dropped (and created again), then renamed; another table is dropped too
+SIMULATED_SEED = 47
+FIRST_SEEDS = {"simulated": SIMULATED_SEED} | {
     shape: ONCE_FAILED[shape].seed if shape in ONCE_FAILED else RENAMING_SEEDS.get(shape, i + 1)
-    for i, shape in enumerate(SHAPES)
+    for i, shape in enumerate(SHAPES) if shape != "simulated"
 }
 
 
@@ -132,18 +137,20 @@ def table_units(events: list[dict]) -> list[int]:
     return starts
 
 
-def prepare(k: int, shape: str, case: Case, renames: bool = False) -> Example:
+def prepare(k: int, shape: str, case: Case, renames: bool = False, copies: bool = False) -> Example:
     """Example ``k``: its events (tagged ``_x<k>``), scrambled into batches, the keys to
     configure and the oracle's tables. ``renames``: the simulated shape and the formats that
     carry DDL text (:data:`tests.roundtrip.RENAMES_CARRIED`) rename tables too (then without the
-    oracle's ``history``, which does not follow renames)."""
+    oracle's ``history``, which does not follow renames). ``copies``: the simulated shape's
+    keyless table gets identical rows (then without ``history`` too: the applier gives
+    identical rows of a history table one history)."""
     if shape == "simulated":
-        source = simulated_workload(case.seed, EVENTS, rename_tables=renames).events
+        source = simulated_workload(case.seed, EVENTS, rename_tables=renames, identical_rows=copies).events
         events = [tag_event(e, k) for e in source]
         keys: dict[str, list[str]] = {}
         history: dict = {}
         # strict: the simulator's stream is one a database writes
-        rows, schemas = replay(events, history=None if renames else history)
+        rows, schemas = replay(events, history=None if renames or copies else history)
     else:
         source = format_workload(shape, case.seed, EVENTS, renames=renames)
         enc = formats.get_encoder(shape)
@@ -186,7 +193,7 @@ def check(spark, target, examples: list[Example], when: str) -> None:
 @pytest.mark.timeout(2700 * scaled(1))  # a few minutes idle; Spark is slow on a loaded 2-core machine
 @batched(batch=BATCH)
 def test_scrambled_workloads_match_the_oracle(spark, tmp_path_factory, batch):
-    examples = [prepare(k, shape, case, renames=True) for k, (shape, case) in enumerate(batch)]
+    examples = [prepare(k, shape, case, renames=True, copies=True) for k, (shape, case) in enumerate(batch)]
     keys = {n: c for ex in examples for n, c in ex.keys.items()}
     target = tmp_path_factory.mktemp("apply-property") / "lake"
     # batch i of every example together
@@ -249,10 +256,26 @@ def test_shapes_cover_what_the_formats_give():
     # simulated shape and in every format that carries renames, and in no other
     renamed = {}
     for shape in SHAPES:
-        first = prepare(0, shape, Case(FIRST_SEEDS[shape], 0, 1, 0.0), renames=True).events
+        first = prepare(0, shape, Case(FIRST_SEEDS[shape], 0, 1, 0.0), renames=True, copies=True).events
         renamed[shape] = [e["ddl"].split()[2] for e in first if e["kind"] == "ddl" and e["ddl"].startswith("RENAME TABLE")]
     assert {s for s, r in renamed.items() if r} == {"simulated", *RENAMES_CARRIED}
     assert renamed["simulated"] == ["`audit_log`"] and "`audit_log`" in renamed["dataworks-json"]
+    # ... and its keyless table holds identical rows, of which deletes and updates take copies
+    first = prepare(0, "simulated", Case(FIRST_SEEDS["simulated"], 0, 1, 0.0), renames=True, copies=True).events
+    held: Counter = Counter()
+    inserted = taken = 0
+    for e in first:
+        if e["table"] and e["table"].startswith("audit_log") and (e["op"] == "t" or e["kind"] == "ddl"):
+            held.clear()  # a truncate or DDL (a drop, a rename, new columns): counted afresh
+        elif e["table"] and e["table"].startswith("audit_log") and e["kind"] == "data":
+            before, after = (tuple(sorted((img or {}).items())) for img in (e["before"], e["after"]))
+            if e["before"] is not None:
+                taken += held[before] > 1
+                held[before] -= 1
+            if e["after"] is not None:
+                inserted += held[after] > 0
+                held[after] += 1
+    assert inserted >= 3 and taken >= 2, (inserted, taken)
     starts = table_units(events["qlik-json"])
     assert len(set(starts)) < len(starts)  # units of several events
 
@@ -263,6 +286,6 @@ def test_first_example_holds_what_once_failed():
     assert all(first[shape].seed == case.seed for shape, case in ONCE_FAILED.items())
     assert len({c.seed for s, c in first.items() if s not in ONCE_FAILED}) == len(SHAPES) - len(ONCE_FAILED)
     # the simulated shape's first workload drops a table (and creates it again) before the end
-    events = simulated_workload(first["simulated"].seed, EVENTS).events
+    events = simulated_workload(first["simulated"].seed, EVENTS, rename_tables=True, identical_rows=True).events
     drops = [i for i, e in enumerate(events) if e["kind"] == "ddl" and e["ddl"].startswith("DROP TABLE")]
     assert drops and drops[0] < len(events) - 10

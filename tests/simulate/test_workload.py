@@ -116,6 +116,7 @@ def test_events_are_well_formed(seed):
         dict(seed=10, events=800, tables=2, snapshot_rows=50),
         dict(seed=3, events=400, truncate_columns=False),
         dict(seed=7, events=600, tables=4, drop_tables=True, rename_tables=True),
+        dict(seed=47, events=600, tables=3, drop_tables=True, rename_tables=True, identical_rows=True),
     ],
 )
 def test_final_state_is_what_replaying_the_events_gives(kw):
@@ -125,7 +126,7 @@ def test_final_state_is_what_replaying_the_events_gives(kw):
     assert all(rows[n] == [] for n in schemas if n not in res.schemas)  # old names of renamed tables
     for name, expected in res.final.items():
         same_rows(rows.get(name, []), expected, res.schemas[name])
-        if not res.keys[name]:  # no two identical rows in a table without a key
+        if not res.keys[name] and not kw.get("identical_rows"):  # no two identical rows in a table without a key
             assert len({canon(r, res.schemas[name]) for r in expected}) == len(expected)
 
 
@@ -179,6 +180,26 @@ def test_table_renames_on_request():
     rows, _ = replay(res.events)
     renamed = {n for n in rows if n not in res.final}
     assert len(renamed) == len(at) and all(rows[n] == [] for n in renamed)
+
+
+def test_identical_rows_on_request():
+    """``identical_rows``: the keyless table gets copies of its rows, its final state keeps
+    them side by side, deletes and updates take one copy (what the oracle's multiset replay
+    gives); the stream is the one the seed gives without copies up to the first of them, and
+    keyed tables never get two rows of one key."""
+    plain = Workload(47, events=600, drop_tables=True).generate()
+    res = Workload(47, events=600, drop_tables=True, identical_rows=True).generate()
+    audit = [r for n, rows in res.final.items() if not res.keys[n] for r in rows]
+    copies = len(audit) - len({canon(r, res.schemas["shop.audit_log"]) for r in audit})
+    assert copies >= 2
+    first = next(i for i, e in enumerate(res.events) if e["op"] == "c" and e["table"] == "audit_log"
+                 and e["after"] in [x["after"] for x in res.events[:i] if x["table"] == "audit_log"])
+    assert res.events[:first] == plain.events[:first]
+    rows, _ = replay(res.events)
+    same_rows(rows["shop.audit_log"], res.final["shop.audit_log"], res.schemas["shop.audit_log"])
+    for name, key in res.keys.items():
+        if key:
+            assert len({tuple(r[k] for k in key) for r in res.final[name]}) == len(res.final[name])
 
 
 def test_truncates_without_columns_on_request():
