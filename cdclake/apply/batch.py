@@ -193,7 +193,9 @@ def apply_batch(
     ``plan`` is given); ``tx_timeout_ms`` is its timeout. ``changelog``: append the events to
     ``_cdclake/changelog`` (False for events cdclake makes itself: a table rename's).
     The batch's table renames (:attr:`BatchPlan.renames`) are applied after its tables
-    (:func:`cdclake.apply.renames.apply_renames`); their results follow the tables'.
+    (:func:`cdclake.apply.renames.apply_renames`); their results follow the tables'. Events of
+    a renamed table's old name after the rename (a table created again under it) are applied
+    after the renames, apart (:func:`cdclake.apply.renames.written_after_rename`).
     Returns one :class:`ApplyResult` per table with data, by table name.
 
     One table that cannot be applied (its folder refused by the file system, a change Delta
@@ -223,13 +225,16 @@ def apply_batch(
 
 
 def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, plan, fmt, max_columns, scd_type, hold, progress,
-           changelog=True):
-    """:func:`apply_batch` after the transaction gate: ``events`` are the ones to apply."""
+           changelog=True, relabel=None):
+    """:func:`apply_batch` after the transaction gate: ``events`` are the ones to apply.
+    ``relabel``: move events of tables renamed before this batch that are older than the
+    rename to the new name (:func:`cdclake.apply.renames.relabel_late`); default
+    ``changelog`` (events cdclake makes itself are never late)."""
     if plan is None:
         plan = plan_batch(events, primary_keys)
     states = progress.table_states()
     relabelled = None
-    if changelog and any(st.renamed for st in states.values()):  # (events cdclake makes itself are never late)
+    if (changelog if relabel is None else relabel) and any(st.renamed for st in states.values()):
         from cdclake.apply.renames import relabel_late
 
         moved = relabel_late(events, plan, states)
@@ -238,6 +243,39 @@ def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, p
             events = moved.persist()
             relabelled = events
             plan = plan_batch(events, primary_keys)
+    try:
+        from cdclake.apply.renames import written_after_rename
+
+        cut = written_after_rename(plan)
+        if cut is None:
+            return _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tasks, plan, fmt, max_columns,
+                               scd_type, hold, progress, states, changelog)
+        # a table renamed in this batch and written again under its old name after the rename
+        # (created again, or the new name of a swap): the batch without those later events
+        # first (its renames move the old table's rows as they were at the rename), then them,
+        # under their own identity
+        step, cond = cut
+        head = events.where(f"NOT ({cond})").persist()
+        tail = events.where(cond).persist()
+        try:
+            out = _apply(spark, batch_events, head, target, primary_keys, txn, side_tasks, None, fmt, max_columns, scd_type,
+                         hold, progress, changelog, relabel=False)
+            after = None if txn is None else audit.Txn(f"{txn.app_id}.after-rename.{step}", txn.version)
+            out += _apply(spark, batch_events, tail, target, primary_keys, after, None, None, fmt, max_columns, scd_type,
+                          None, audit.read_progress(spark, target), changelog=False, relabel=False)
+        finally:
+            head.unpersist()
+            tail.unpersist()
+        return out
+    finally:
+        if relabelled is not None:
+            relabelled.unpersist()
+
+
+def _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tasks, plan, fmt, max_columns, scd_type, hold,
+                progress, states, changelog):
+    """:func:`_apply` of a batch none of whose renamed tables is written after its rename:
+    its tables, then its table renames."""
     plan_all = plan
     failures: dict[str, TableFailed] = {}
     deletes_path = f"{target}/{audit.DELETES}"
@@ -315,8 +353,6 @@ def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, p
         for a in applied:
             for df in a.cached:
                 df.unpersist()
-        if relabelled is not None:
-            relabelled.unpersist()
     counts = {p.name: sum(p.counts.values()) + len(p.ddl) + p.snapshot_ends for p in plan_all.tables}
     out = [a.result for a in applied if a.touched] + [
         ApplyResult(name, failed=f"{f.code}: {f.reason}", failed_events=counts.get(name, 0)) for name, f in sorted(failures.items())

@@ -155,6 +155,9 @@ class TablePlan:
         among changes of its own position (equal positions keep arrival order).
     min_data: ``(rank, order)`` of the batch's oldest data change (rank 0 for snapshot reads,
         but for formats whose snapshot positions order with streamed ones).
+    last_streamed: ``order`` of the batch's latest event of the table that ranks with the
+        stream (data, DDL, end of a snapshot; not a snapshot read ranked below the stream, see
+        :attr:`snapshot_by_position`), else None.
     ranked_events: data events whose format ranks snapshot rows below streamed changes (see
         :attr:`snapshot_by_position`).
     max_delete: ``order`` of the batch's latest delete or full-image update (which may change the
@@ -196,6 +199,7 @@ class TablePlan:
     truncate: tuple[Order, str] | None = None
     truncate_record: tuple | None = None
     min_data: tuple[int, Order] | None = None
+    last_streamed: Order | None = None
     max_delete: Order | None = None
     ddl: list[tuple[list, str, str]] = field(default_factory=list)
     drops: list[str] = field(default_factory=list)
@@ -399,6 +403,7 @@ def summarize(
     aggs = [
         F.min(F.when(tabled, order)).alias("first_order"),
         F.max(F.when(tabled, order)).alias("last_order"),
+        F.max(F.when(tabled & (F.col("rank") == 1), order)).alias("last_streamed"),
         *[count(is_data & (op == o)).alias(f"n_{o}") for o in "cudrt"],
         count(is_data & ~by_position).alias("n_ranked"),
         count(F.col("present").isNotNull()).alias("partial"),
@@ -590,6 +595,8 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
             _read_table_renames(renames, k, x)
         first = order_key(r["first_order"])
         last = order_key(r.get("last_order") or r["first_order"])
+        if r.get("last_streamed") is not None and (p.last_streamed is None or order_key(r["last_streamed"]) > order_key(p.last_streamed)):
+            p.last_streamed = _list(r["last_streamed"])
         declared = [dict(c.asDict() if hasattr(c, "asDict") else c) for c in (r["cols"] or [])]
         names = set()
         for i, c in enumerate(declared):

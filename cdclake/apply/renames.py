@@ -38,15 +38,19 @@ batch's (configured, else the one the batch's events of ``b`` or ``a`` state), e
 rows then land as rows without a key, which later keyed changes of ``b`` match by key); a
 history table's moved rows begin new versions at the rename (``b`` holds no version of
 ``a``'s past: ``a`` keeps it, ended at P); a rename whose old table was never written under the
-target moves nothing and says so in the schema history. The old table's changes after P in
-the rename's batch (a table created again under the old name) are applied before the move, so
-a row of the new ``a`` whose key ``a`` held before replaces that old row before it moves (the
-old row is missing from ``b``; a table of current rows), and a drop or truncate of the new
-``a`` in that batch removes the old rows before they move; snapshot reads ranked below the
+target moves nothing and says so in the schema history; snapshot reads ranked below the
 stream (Canal/DTS ``INIT``, Qlik ``REFRESH``) all count as older than P, so those of a table
-created again move too. A change of ``b`` at exactly P (a format whose positions are coarse:
-Canal's ``es`` and batch ``id``) is older than the rename's point whatever its record, so the
-move replaces it; renames of one position are numbered in one batch, not across batches.
+created again move too.
+
+Events of ``a`` after P in the rename's own batch (a table created again under the old name,
+or given it by a later step of a swap) are applied after the renames, apart
+(:func:`written_after_rename`, in :func:`cdclake.apply.batch.apply_batch`): the batch without
+them first, then them under their own identity (``<appId>.after-rename.<step>``), so the move
+reads ``a`` as it was at P (a new row of a key ``a`` held, a truncate or drop of the new
+``a``, do not touch the rows that move). A change of ``b`` at exactly P (a format whose
+positions are coarse: Canal's ``es`` and batch ``id``) is older than the rename's point
+whatever its record, so the move replaces it; renames of one position are numbered in one
+batch, not across batches.
 """
 
 from __future__ import annotations
@@ -290,6 +294,33 @@ def apply_renames(
         from_plan = _with_lines(plan_batch(ended, primary_keys), lines_from, wave, renamed=renamed)
         out += apply_batch(spark, ended, target, primary_keys, _txn(txn, n, "from"), plan=from_plan, fmt=fmt, changelog=False)
     return out
+
+
+def written_after_rename(plan: BatchPlan) -> tuple[int, str] | None:
+    """The batch's first table rename step (in :attr:`BatchPlan.renames` order) whose old table
+    has an event in the batch after the step's point: a table created again under the old name
+    (or given it by a later step, a swap's), written to after the rename. Returns ``(the step's
+    place, 1-based; SQL condition over events, true for the old table's events after the
+    point)``, else None (the usual case; told on the driver from the plan's
+    :attr:`TablePlan.last_streamed`, no Spark job). Snapshot reads that rank below the stream
+    count as older than every rename, as :func:`source_rows` reads them. The caller applies
+    the batch without those events first (its renames then move the old table's rows as they
+    were at the point), then those events."""
+    from cdclake.apply.plan import QUALIFIED_NAME_SQL
+    from cdclake.formats import snapshot_position_formats
+
+    tables = {p.name: p for p in plan.tables}
+    for i, r in enumerate(plan.renames, start=1):
+        p = tables.get(r.old_name)
+        point = rename_point(r)
+        if r.old_name == r.new_name or p is None or p.last_streamed is None or order_key(p.last_streamed) <= order_key(point):
+            continue
+        fmts = ", ".join(_str(f) for f in snapshot_position_formats()) or "''"
+        cond = (f"coalesce({QUALIFIED_NAME_SQL} = {_str(r.old_name)} AND kind IN ('data', 'ddl', 'snapshot_end')"
+                f" AND NOT (kind = 'data' AND op = 'r' AND format NOT IN ({fmts}))"
+                f" AND position.order > {_order_sql(point)}, false)")
+        return i, cond
+    return None
 
 
 def _carry_deletes(spark: SparkSession, target: str, r: TableRename, txn: audit.Txn | None) -> None:

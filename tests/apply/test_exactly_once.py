@@ -110,3 +110,20 @@ def test_a_rename_replayed_after_a_crash_between_its_applies_moves_once(spark, t
     # a late change of t older than the rename lands in n; an insert older than t's delete stays out
     _apply(spark, tmp_path, [ev("u", 3, row(1, "a3"), row(1, "a")), ev("c", 3, row(3, "c"))], audit.Txn("app", 2))
     assert table(spark, tmp_path, "db.n") == [(1, "a3", None), (2, "b", None)] and table(spark, tmp_path) == []
+
+    # n renamed to m at 10 and a table created again under the name n, written at 11 (a key n
+    # held): that write is applied after the move, apart (cdclake.apply.renames.
+    # written_after_rename, identity <appId>.after-rename.1); the crash came before its commits
+    # (n's and the progress table's). Applied again: m holds n's rows as they were at 10, n
+    # only its new row, once
+    again = [dict(ev(None, 10, kind="ddl", table="n"), ddl="RENAME TABLE n TO m"), ev("c", 11, row(1, "new"), table="n")]
+    txn = audit.Txn("app", 3)
+    _apply(spark, tmp_path, again, txn)
+    moved = [(1, "a3", None), (2, "b", None)]
+    assert table(spark, tmp_path, "db.m") == moved and table(spark, tmp_path, "db.n") == [(1, "new", None)]
+    for name in ("db.n", "_cdclake/progress"):
+        _uncommit_last(tmp_path / name)
+    _forget_delta_logs(spark)
+    assert table(spark, tmp_path, "db.n") == []
+    _apply(spark, tmp_path, again, txn)
+    assert table(spark, tmp_path, "db.m") == moved and table(spark, tmp_path, "db.n") == [(1, "new", None)]

@@ -370,12 +370,15 @@ def _table_dropped_or_truncated_by_ddl():
 
 def _table_rename_moves_the_rows():
     # RENAME TABLE t TO n at position 5 (cdclake.apply.renames): n gets t's rows as they were
-    # just before 5 (t's own update at 4 included, its insert of key 9 after the rename, a table
-    # created again under the old name, not), then n's own changes after 5 apply on top (an
-    # update of a moved row, a delete of one, both in the rename's batch, applied before the
-    # move: the moved rows are older); t keeps only its rows after 5. A re-delivered batch
-    # changes nothing; n's later changes land. Table k (no key): its two identical rows move as
-    # two. Tables a, b, c: a swap in one statement (a -> c, b -> a, c -> b), done in order.
+    # just before 5 (t's own update at 4 included; not the inserts of keys 9 and 2 after the
+    # rename, into a table created again under the old name: applied after the move, so key 2,
+    # which the old table held, does not replace the row that moves), then n's own changes after
+    # 5 apply on top (an update of a moved row, a delete of one, both in the rename's batch,
+    # applied before the move: the moved rows are older); t keeps only its rows after 5. A
+    # re-delivered batch changes nothing; n's later changes land. Table k (no key): its two
+    # identical rows move as two, though the table created again under its name is truncated
+    # after the rename in the same batch (then gets one copy of its own). Tables a, b, c: a swap
+    # in one statement (a -> c, b -> a, c -> b), done in order.
     def ddl(pos, text, table="t"):
         return dict(ev(None, pos, kind="ddl", table=table), ddl=text)
 
@@ -385,6 +388,7 @@ def _table_rename_moves_the_rows():
     second = [
         ev("u", 4, row(2, "b2"), row(2, "b")), ddl(5, "RENAME TABLE `db`.`rename` TO `db`.`rename_n`, rename_k TO rename_kn"),
         ev("u", 6, row(1, "a6"), row(1, "a"), table="n"), ev("d", 7, before=row(3, "c"), table="n"), ev("c", 8, row(9, "new")),
+        ev("c", 8, row(2, "new2")), nokey("t", 7), nokey("c", 8, after=row(7, "same")),
         ddl(5, "ALTER TABLE rename_a RENAME TO rename_c; RENAME TABLE rename_b TO rename_a, rename_c TO rename_b", "a"),
     ]
     return [
@@ -392,10 +396,11 @@ def _table_rename_moves_the_rows():
           nokey("c", 1, after=row(7, "same")), nokey("c", 2, after=row(7, "same")),
           ev("c", 1, row(1, "a"), table="a"), ev("c", 2, row(2, "b"), table="b")],
          {"t": [(1, "a", None), (2, "b", None), (3, "c", None)], "k": [(7, "same", None)] * 2}),
-        (second, {"t": [(9, "new", None)], "n": [(1, "a6", None), (2, "b2", None)], "k": [], "kn": [(7, "same", None)] * 2,
-                  "a": [(2, "b", None)], "b": [(1, "a", None)], "c": []}),
+        (second, {"t": [(2, "new2", None), (9, "new", None)], "n": [(1, "a6", None), (2, "b2", None)], "k": [(7, "same", None)],
+                  "kn": [(7, "same", None)] * 2, "a": [(2, "b", None)], "b": [(1, "a", None)], "c": []}),
         ([*second, ev("c", 9, row(4, "d"), table="n")],
-         {"t": [(9, "new", None)], "n": [(1, "a6", None), (2, "b2", None), (4, "d", None)], "kn": [(7, "same", None)] * 2,
+         {"t": [(2, "new2", None), (9, "new", None)], "n": [(1, "a6", None), (2, "b2", None), (4, "d", None)],
+          "k": [(7, "same", None)], "kn": [(7, "same", None)] * 2,
           "a": [(2, "b", None)], "b": [(1, "a", None)], "c": []}),
     ]
 
