@@ -47,7 +47,11 @@ or given it by a later step of a swap) are applied after the renames, apart
 (:func:`written_after_rename`, in :func:`cdclake.apply.batch.apply_batch`): the batch without
 them first, then them under their own identity (``<appId>.after-rename.<step>``), so the move
 reads ``a`` as it was at P (a new row of a key ``a`` held, a truncate or drop of the new
-``a``, do not touch the rows that move). A change of ``b`` at exactly P (a format whose
+``a``, do not touch the rows that move). Such events that arrive in a batch before the
+rename's are applied to ``a`` as it is then (nothing says yet that the name changed tables):
+one of a key ``a`` held replaces the old row, a truncate or drop removes the old rows, before
+the rename moves them (a limit: the rows are gone from a table of current rows). A change of
+``b`` at exactly P (a format whose
 positions are coarse: Canal's ``es`` and batch ``id``) is older than the rename's point
 whatever its record, so the move replaces it; renames of one position are numbered in one
 batch, not across batches.
