@@ -50,7 +50,8 @@ reads ``a`` as it was at P (a new row of a key ``a`` held, a truncate or drop of
 ``a``, do not touch the rows that move). Such events that arrive in a batch before the
 rename's are applied to ``a`` as it is then (nothing says yet that the name changed tables):
 one of a key ``a`` held replaces the old row, a truncate or drop removes the old rows, before
-the rename moves them (a limit: the rows are gone from a table of current rows). A change of
+the rename moves them (a limit: the rows are gone from a table of current rows; the new
+table's schema history line says so, :func:`written_before_rename`). A change of
 ``b`` at exactly P (a format whose
 positions are coarse: Canal's ``es`` and batch ``id``) is older than the rename's point
 whatever its record, so the move replaces it; renames of one position are numbered in one
@@ -255,7 +256,8 @@ def apply_renames(
         # the wave's identity names its steps (their places in the batch's renames): a replay
         # that groups the steps left otherwise gets other identities, never a finished wave's
         n = "-".join(str(index[id(r)]) for r in wave)
-        states = audit.read_progress(spark, target).table_states()  # as the wave before left them
+        progress = audit.read_progress(spark, target)  # as the wave before left it
+        states = progress.table_states()
         moves, ends, carried, lines_to, lines_from, renamed, max_delete = [], [], [], {}, {}, {}, {}
         for r in wave:
             old, new = r.old_name, r.new_name
@@ -277,6 +279,10 @@ def apply_renames(
             lines_to[new] = (f"table renamed from {old} at the source (position {r.text}): its rows moved here;"
                              " rows held before removed, as by a truncate")
             lines_from[old] = f"table renamed to {new} at the source (position {r.text}): its rows moved there and removed here, as by a truncate"
+            early = written_before_rename(progress.rows, r)
+            if early is not None:
+                lines_to[new] += (f"; {old} was written at position {early} (after the rename) by an earlier batch, a table"
+                                  " created again under that name: old rows it replaced or removed before the rename arrived did not move")
         if not moves:
             continue
         for r, i in carried:
@@ -298,6 +304,23 @@ def apply_renames(
         from_plan = _with_lines(plan_batch(ended, primary_keys), lines_from, wave, renamed=renamed)
         out += apply_batch(spark, ended, target, primary_keys, _txn(txn, n, "from"), plan=from_plan, fmt=fmt, changelog=False)
     return out
+
+
+def written_before_rename(progress_rows: list[dict], r: TableRename) -> str | None:
+    """``position.text`` of the latest event of the step's old table that an earlier batch
+    applied at a position after the step's point (a table created again under the old name,
+    whose changes arrived before the rename), else None. Its changes may have replaced or
+    removed rows of the old table before they could move (a limit, said in the new table's
+    schema history line). Pure Python, from the progress table's rows (``source`` set, the
+    table's latest position per source; the rename's own batch holds no such event yet:
+    :func:`written_after_rename` applies them after the renames)."""
+    point = order_key(rename_point(r))
+    later = [x for x in progress_rows if x.get("source") is not None and x.get("table") == r.old_name
+             and x.get("last_position") is not None and order_key(list(x["last_position"])) > point]
+    if not later:
+        return None
+    best = max(later, key=lambda x: order_key(list(x["last_position"])))
+    return best.get("last_position_text") or str([int(v) for v in best["last_position"]])
 
 
 def written_after_rename(plan: BatchPlan) -> tuple[int, str] | None:
