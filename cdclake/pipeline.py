@@ -247,7 +247,7 @@ def ingest_batch(
         hold = None
         try:
             held_version = audit.read_progress(spark, target).held_version()
-            if decoder.capabilities.transaction_bounds or held_version is not None:
+            if decoder.capabilities.transaction_bounds or decoder.capabilities.update_halves or held_version is not None:
                 # the transaction gate's grouping is a set of the planning aggregate, which
                 # counts the records too (cdclake.apply.transactions)
                 hold = transactions.gate(

@@ -311,6 +311,31 @@ def configured_keys_sql(primary_keys: dict[str, list[str]] | None) -> str:
 #: SQL over an event: its table's qualified name (:func:`cdclake.model.qualified_name`)
 QUALIFIED_NAME_SQL = "concat_ws('.', nullif(database, ''), nullif(schema, ''), `table`)"
 
+def update_half_sql() -> str:
+    """SQL over an event: it is one half of an update that its format writes as two records of
+    one position (:attr:`cdclake.formats.base.Capabilities.update_halves`: DataWorks
+    ``UPDATE_BEFOR``/``UPDATE_AFTER``, TUPLE; a ``u`` event with one image and no ``present``,
+    paired by :func:`cdclake.normalize.pair_update_halves`), in no transaction. An update with
+    only its after image in another format (Debezium for PostgreSQL without a full replica
+    identity) is a whole update, not a half."""
+    from cdclake.formats import update_halves_formats
+
+    fmts = ", ".join(_sql_str(f) for f in update_halves_formats()) or "''"
+    return (f"(tx_id IS NULL AND kind = 'data' AND op = 'u' AND present IS NULL AND format IN ({fmts})"
+            " AND ((before IS NULL) <> (after IS NULL)))")
+
+
+def tx_key_sql() -> str:
+    """SQL over an event: what the transaction gate groups it by (:mod:`cdclake.apply.transactions`):
+    its transaction id (data, DDL and markers), else, for an update half (:func:`update_half_sql`),
+    its update (format, table and position: the two halves are a transaction of two), else NULL
+    (never held)."""
+    return (
+        "CASE WHEN tx_id IS NOT NULL AND kind IN ('data', 'ddl', 'tx_begin', 'tx_end') THEN tx_id"
+        f" WHEN {update_half_sql()} THEN concat('cdclake-update-halves:', format, ':', {QUALIFIED_NAME_SQL}, ':',"
+        " cast(position.order as string)) END"
+    )
+
 
 def _configured_sql(m: str) -> str:
     """SQL: the value of map ``m`` (SQL) for an event's table, by qualified name, then
@@ -354,12 +379,17 @@ def summarize(
     tx_cols = []
     if transactions:
         in_tx = F.col("tx_id").isNotNull() & F.col("kind").isin("data", "ddl", "tx_begin", "tx_end")
+        half = F.expr(update_half_sql())
         seq = F.coalesce(F.col("tx_seq").cast("string"), F.col("position.text"))
         tx_cols = [
-            F.when(in_tx, F.col("tx_id")).alias("tx"),
-            # a change's place in its transaction (tx_seq, else its position): counted distinct
-            F.when(in_tx & F.col("kind").isin("data", "ddl"), seq).alias("tx_change"),
-            "tx_seq", "tx_size", "tx_last", "from_held", "held_at_ms",
+            F.expr(tx_key_sql()).alias("tx"),
+            # a change's place in its transaction (tx_seq, else its position; an update half:
+            # which half it is): counted distinct
+            F.when(in_tx & F.col("kind").isin("data", "ddl"), seq)
+             .when(half, F.when(F.col("before").isNotNull(), F.lit("before")).otherwise(F.lit("after"))).alias("tx_change"),
+            # an update's two halves: a transaction of two
+            "tx_seq", F.when(half, F.lit(2).cast("bigint")).otherwise(F.col("tx_size")).alias("tx_size"), "tx_last",
+            "from_held", "held_at_ms",
         ]
     df = events.select(
         *(["error_code", "pos"] if records else []),

@@ -25,7 +25,13 @@ part of a transaction applied before (applying it again changes nothing). Event 
 clock, so a batch applied again decides the same.
 
 Events without ``tx_id`` are never held, so a format or a run without boundaries (Debezium
-without its transaction topic) is applied as it arrives. Formats whose markers do not carry
+without its transaction topic) is applied as it arrives; but for an update written as two
+records of one position (DataWorks ``UPDATE_BEFOR``/``UPDATE_AFTER``, TUPLE:
+:attr:`cdclake.formats.base.Capabilities.update_halves`), whose two halves are held as a
+transaction of two, keyed by table and position (:func:`cdclake.apply.plan.tx_key_sql`), so
+a reader never sees the row deleted or doubled between the batches that bring them; given up
+by the timeout, a half is applied alone (a lone before half deletes its row, ordered before its
+own position's changes). Formats whose markers do not carry
 the transaction's id (DataWorks TRANSACTION_BEGIN/END) or whose markers' ids are not documented
 to match their changes' (DTS ``sourceTxid`` on BEGIN/COMMIT) are not held (``transaction_bounds``
 false; README "Transactions"). No format here marks rolled-back work: MySQL writes only
@@ -200,8 +206,9 @@ def _decide(spark, hold: Hold, src: DataFrame, batch: DataFrame, held_version, n
     # the open ids by a broadcast join; the result keeps no relation alias (a later
     # ``e.kind`` of the applier must name its own struct column, not this join's side)
     ids = spark.createDataFrame([(i, True) for i in open_ids], "_open_tx string, _open boolean")
-    marked = batch.join(F.broadcast(ids), batch["tx_id"] == ids["_open_tx"], "left").select(
-        *[batch[c] for c in batch.columns], F.coalesce(ids["_open"], F.lit(False)).alias("open")
+    keyed = batch.withColumn("_tx_key", F.expr(plan_mod.tx_key_sql()))
+    marked = keyed.join(F.broadcast(ids), keyed["_tx_key"] == ids["_open_tx"], "left").select(
+        *[keyed[c] for c in batch.columns], F.coalesce(ids["_open"], F.lit(False)).alias("open")
     )
     apply = marked.where(~F.col("open") & F.col("kind").isNotNull()).select(*EVENT_COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)
     hold.events = apply

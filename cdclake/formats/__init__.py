@@ -46,6 +46,12 @@ def snapshot_position_formats() -> list[str]:
     return sorted(n for n, d in _REGISTRY.items() if d.capabilities.snapshot_positions)
 
 
+def update_halves_formats() -> list[str]:
+    """Names of the formats that write an update as two records, a before and an after half
+    (:attr:`Capabilities.update_halves`)."""
+    return sorted(n for n, d in _REGISTRY.items() if d.capabilities.update_halves)
+
+
 def all_decoders() -> list[Decoder]:
     """Every registered decoder, by name."""
     return [_REGISTRY[k] for k in sorted(_REGISTRY)]

@@ -48,6 +48,11 @@ class Capabilities:
     #: ``last_in_data_collection`` / ``last``): ``--snapshot-removes-missing`` can follow it
     #: (:attr:`DecodeOptions.snapshot_ends`)
     snapshot_ends: bool = False
+    #: the format writes an update as two records, a before half and an after half of one
+    #: position (DataWorks ``UPDATE_BEFOR``/``UPDATE_AFTER``, TUPLE's two rows): the applier
+    #: holds a half back until the other arrives, as a transaction of two
+    #: (:func:`cdclake.apply.plan.update_half_sql`, :mod:`cdclake.apply.transactions`)
+    update_halves: bool = False
 
 
 @dataclass(frozen=True)

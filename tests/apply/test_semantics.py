@@ -332,7 +332,10 @@ def _update_halves_split_across_batches_make_one_update():
     # after half has the smaller line, as across Kafka partitions, so the remembered delete must
     # lose by its order within the position, not by the record), sa (same key, after half first:
     # the later before half must not delete the row its after half wrote), p (both halves in
-    # batch 1, the before half re-delivered alone). The deletes' sub is checked below.
+    # batch 1, the before half re-delivered alone). The deletes' sub is checked below. The
+    # events' format ("test") is not one that writes halves: a DataWorks or TUPLE lone half is
+    # held back until its other half comes (test_transactions), and applied alone like these
+    # only once given up by the transaction timeout.
     def half(table, image, side, line):
         return ev("u", 2, table=table, line=line, **{side: image})
 

@@ -52,27 +52,34 @@ def test_open_transactions_wait_for_the_rest(spark, tmp_path):
         ev("c", 40, row(40, "h0"), table="h"),
         ev("u", 41, None, row(40, "h0"), table="h"),
         ev("u", 41, row(40, "h1"), None, table="h"),
+        # a DataWorks update's before half alone: held as a transaction of two
+        # (plan.update_half_sql), so a reader sees row 50 as it was, not deleted, until the after
+        # half comes (the halves of format "test" above are paired, never held)
+        ev("c", 50, row(50, "x"), table="h"),
+        ev("u", 51, None, row(50, "x"), table="h") | {"format": "dataworks-json"},
     ]
     txn = Txn("test-transactions", 1)
     apply(spark, tmp_path, first, txn)
     assert table(spark, tmp_path) == [(1, "plain", None)]
     assert table(spark, tmp_path, "db.u") == [(30, "whole", None)]
-    assert table(spark, tmp_path, "db.h") == [(40, "h1", None)]
+    assert table(spark, tmp_path, "db.h") == [(40, "h1", None), (50, "x", None)]
     st = target_status(spark, str(tmp_path))
-    assert (st["held_transactions"], st["held_events"]) == (3, 5) and st["held_since_ms"] is not None
+    assert (st["held_transactions"], st["held_events"]) == (4, 6) and st["held_since_ms"] is not None
     first_versions = {t["table"]: t["delta_version"] for t in st["tables"] if t["table"] != "db.h"}
 
     # the same batch again (a replay after a crash, same identity): nothing changes
     apply(spark, tmp_path, first, txn)
     assert table(spark, tmp_path) == [(1, "plain", None)]
-    assert target_status(spark, str(tmp_path))["held_events"] == 5
+    assert target_status(spark, str(tmp_path))["held_events"] == 6
 
     second = [
         tx(ev("u", 4, row(2, "s3"), row(2, "s1")), "S", 3, 3),
         tx(ev("c", 11, row(11, "q2")), "Q", 2, last=True),
         marker("tx_end", "D", 21, size=1),
+        ev("u", 51, row(50, "y"), None, table="h") | {"format": "dataworks-json"},
     ]
     apply(spark, tmp_path, second, Txn("test-transactions", 2))
+    assert table(spark, tmp_path, "db.h") == [(40, "h1", None), (50, "y", None)]
     assert table(spark, tmp_path) == [(1, "plain", None), (2, "s3", None), (10, "q1", None), (11, "q2", None), (20, "d1", None)]
     assert table(spark, tmp_path, "db.u") == [(3, "s2", None), (30, "whole", None)]
     st = target_status(spark, str(tmp_path))

@@ -149,6 +149,7 @@ class DatahubTupleDecoder(Decoder):
         ddl=False,
         heartbeats=False,
         snapshot_marker="none",
+        update_halves=True,
     )
 
     def read_files(self, spark, paths: list[str]) -> DataFrame:

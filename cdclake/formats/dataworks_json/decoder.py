@@ -209,6 +209,7 @@ class DataWorksJsonDecoder(Decoder):
         ddl=True,
         heartbeats=True,
         snapshot_marker="none (full-load rows carry sequenceId -1)",
+        update_halves=True,
     )
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
