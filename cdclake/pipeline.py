@@ -205,8 +205,8 @@ def ingest_batch(
     ``on_step``: called with a short text as the apply step begins. ``scd_type``,
     ``tx_timeout_ms``: as :class:`IngestConfig`.
 
-    Formats that carry transaction boundaries (and a target that holds events) go through the
-    transaction gate first (:func:`cdclake.apply.transactions.gate`): the same planning
+    Formats that carry transaction boundaries or write updates as two halves (and a target
+    that holds events) go through the transaction gate first (:func:`cdclake.apply.transactions.gate`): the same planning
     aggregate, with a set per transaction, finds the open transactions; only a batch that holds
     something back plans again, over the events to apply.
 

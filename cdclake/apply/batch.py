@@ -196,7 +196,8 @@ def apply_batch(
     (:func:`cdclake.apply.renames.apply_renames`); their results follow the tables'. Events of
     a renamed table's old name after the rename (a table created again under it) are applied
     after the renames, apart (:func:`cdclake.apply.renames.written_after_rename`).
-    Returns one :class:`ApplyResult` per table with data, by table name.
+    Returns one :class:`ApplyResult` per table with data, by table name (two for a table
+    written again after its rename in the batch: before and after the rename).
 
     One table that cannot be applied (its folder refused by the file system, a change Delta
     refuses) does not stop the others: its events of the batch go to the rejects table as
@@ -225,11 +226,12 @@ def apply_batch(
 
 
 def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, plan, fmt, max_columns, scd_type, hold, progress,
-           changelog=True, relabel=None):
+           changelog=True, relabel=None, split=frozenset()):
     """:func:`apply_batch` after the transaction gate: ``events`` are the ones to apply.
     ``relabel``: move events of tables renamed before this batch that are older than the
     rename to the new name (:func:`cdclake.apply.renames.relabel_late`); default
-    ``changelog`` (events cdclake makes itself are never late)."""
+    ``changelog`` (events cdclake makes itself are never late). ``split``: the rename steps
+    (old name, point) the batch was already split at (never split at one twice)."""
     if plan is None:
         plan = plan_batch(events, primary_keys)
     states = progress.table_states()
@@ -244,9 +246,9 @@ def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, p
             relabelled = events
             plan = plan_batch(events, primary_keys)
     try:
-        from cdclake.apply.renames import written_after_rename
+        from cdclake.apply.renames import step_done, written_after_rename
 
-        cut = written_after_rename(plan)
+        cut = written_after_rename(plan, split)
         if cut is None:
             return _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tasks, plan, fmt, max_columns,
                                scd_type, hold, progress, states, changelog)
@@ -254,15 +256,27 @@ def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, p
         # (created again, or the new name of a swap): the batch without those later events
         # first (its renames move the old table's rows as they were at the rename), then them,
         # under their own identity
-        step, cond = cut
+        step, cond, key = cut
         head = events.where(f"NOT ({cond})").persist()
         tail = events.where(cond).persist()
         try:
             out = _apply(spark, batch_events, head, target, primary_keys, txn, side_tasks, None, fmt, max_columns, scd_type,
-                         hold, progress, changelog, relabel=False)
+                         hold, progress, changelog, relabel=False, split=split | {key})
             after = None if txn is None else audit.Txn(f"{txn.app_id}.after-rename.{step}", txn.version)
-            out += _apply(spark, batch_events, tail, target, primary_keys, after, None, None, fmt, max_columns, scd_type,
-                          None, audit.read_progress(spark, target), changelog=False, relabel=False)
+            progress = audit.read_progress(spark, target)
+            r = plan.renames[step - 1]
+            if step_done(r, progress.table_states()):
+                out += _apply(spark, batch_events, tail, target, primary_keys, after, None, None, fmt, max_columns, scd_type,
+                              None, progress, changelog=False, relabel=False, split=split | {key})
+            else:
+                # the rename was not applied (its new table failed): the old table keeps its
+                # rows for the next delivery, and its later events must not land on them
+                tail_plan = plan_batch(tail, primary_keys)
+                failed = TableFailed(r.old_name, f"its rename to {r.new_name} at the source (position {r.text}) could not be"
+                                                 " applied, and these events of the table are after it")
+                write_table_failures(tail, [(p, failed) for p in tail_plan.tables], fmt, target, after)
+                out += [ApplyResult(p.name, failed=f"{failed.code}: {failed.reason}",
+                                    failed_events=sum(p.counts.values()) + len(p.ddl) + p.snapshot_ends) for p in tail_plan.tables]
         finally:
             head.unpersist()
             tail.unpersist()
@@ -360,5 +374,5 @@ def _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tas
     if plan_all.renames:
         from cdclake.apply.renames import apply_renames
 
-        out += apply_renames(spark, target, plan_all, txn, primary_keys, fmt)
+        out += apply_renames(spark, target, plan_all, txn, primary_keys, fmt, earlier=progress.rows)
     return out

@@ -325,14 +325,20 @@ def update_half_sql() -> str:
             " AND ((before IS NULL) <> (after IS NULL)))")
 
 
-def tx_key_sql() -> str:
+#: the start of the transaction gate's key of an update's two halves (:func:`tx_key_sql`)
+UPDATE_HALVES_TX = "cdclake-update-halves:"
+
+
+def tx_key_sql(every_kind: bool = False) -> str:
     """SQL over an event: what the transaction gate groups it by (:mod:`cdclake.apply.transactions`):
-    its transaction id (data, DDL and markers), else, for an update half (:func:`update_half_sql`),
-    its update (format, table and position: the two halves are a transaction of two), else NULL
-    (never held)."""
+    its transaction id (data, DDL and markers; with ``every_kind``, any event that has one: what
+    is held with an open transaction), else, for an update half (:func:`update_half_sql`), its
+    update (:data:`UPDATE_HALVES_TX`, format, table and position: the two halves are a
+    transaction of two), else NULL (never held)."""
+    kinds = "" if every_kind else " AND kind IN ('data', 'ddl', 'tx_begin', 'tx_end')"
     return (
-        "CASE WHEN tx_id IS NOT NULL AND kind IN ('data', 'ddl', 'tx_begin', 'tx_end') THEN tx_id"
-        f" WHEN {update_half_sql()} THEN concat('cdclake-update-halves:', format, ':', {QUALIFIED_NAME_SQL}, ':',"
+        f"CASE WHEN tx_id IS NOT NULL{kinds} THEN tx_id"
+        f" WHEN {update_half_sql()} THEN concat({_sql_str(UPDATE_HALVES_TX)}, format, ':', {QUALIFIED_NAME_SQL}, ':',"
         " cast(position.order as string)) END"
     )
 

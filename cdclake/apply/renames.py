@@ -201,7 +201,7 @@ def _with_lines(plan: BatchPlan, lines: dict[str, str], wave: list[TableRename],
     return replace(plan, tables=tables, progress=[])
 
 
-def _done(r: TableRename, states: dict) -> bool:
+def step_done(r: TableRename, states: dict) -> bool:
     """The step was applied before (a re-delivered or replayed batch): its old table's latest
     truncate (the progress table) is at or after the step's point. The old table is ended only
     after the new one committed the move, so the move is done too (a later drop of the old
@@ -234,12 +234,15 @@ def apply_renames(
     txn: audit.Txn | None,
     primary_keys: dict[str, list[str]] | None = None,
     fmt: str = "canonical",
+    earlier: list[dict] | None = None,
 ) -> list[ApplyResult]:
     """Apply the table renames of a batch (``plan.renames``), after the batch's own tables,
     in order (see the module docstring): the steps not applied before, grouped by
     :func:`waves`; per group one apply of the new tables (the moves), then one of the old
-    (their ends). ``txn``: the batch's identity, from which each apply takes its own. Returns
-    the :class:`ApplyResult` of each apply's tables.
+    (their ends). ``txn``: the batch's identity, from which each apply takes its own.
+    ``earlier``: the progress table's rows as they were before the batch (for
+    :func:`written_before_rename`; None: as read now). Returns the :class:`ApplyResult` of each
+    apply's tables.
 
     Cost: two applies (each a planning aggregate, a MERGE or write per table, the deletes and
     progress commits) per group; none for a batch whose renames were all applied before.
@@ -248,7 +251,7 @@ def apply_renames(
     from cdclake.apply.batch import apply_batch, table_path
 
     states = audit.read_progress(spark, target).table_states()
-    todo = [r for r in plan.renames if r.old_name != r.new_name and not _done(r, states)]
+    todo = [r for r in plan.renames if r.old_name != r.new_name and not step_done(r, states)]
     keys = {p.name: p.key for p in plan.tables if p.key}
     out: list[ApplyResult] = []
     index = {id(r): i for i, r in enumerate(plan.renames, start=1)}
@@ -279,7 +282,7 @@ def apply_renames(
             lines_to[new] = (f"table renamed from {old} at the source (position {r.text}): its rows moved here;"
                              " rows held before removed, as by a truncate")
             lines_from[old] = f"table renamed to {new} at the source (position {r.text}): its rows moved there and removed here, as by a truncate"
-            early = written_before_rename(progress.rows, r)
+            early = written_before_rename(earlier if earlier is not None else progress.rows, r)
             if early is not None:
                 lines_to[new] += (f"; {old} was written at position {early} (after the rename) by an earlier batch, a table"
                                   " created again under that name: old rows it replaced or removed before the rename arrived did not move")
@@ -323,12 +326,12 @@ def written_before_rename(progress_rows: list[dict], r: TableRename) -> str | No
     return best.get("last_position_text") or str([int(v) for v in best["last_position"]])
 
 
-def written_after_rename(plan: BatchPlan) -> tuple[int, str] | None:
+def written_after_rename(plan: BatchPlan, skip=frozenset()) -> tuple[int, str, tuple] | None:
     """The batch's first table rename step (in :attr:`BatchPlan.renames` order) whose old table
     has an event in the batch after the step's point: a table created again under the old name
     (or given it by a later step, a swap's), written to after the rename. Returns ``(the step's
     place, 1-based; SQL condition over events, true for the old table's events after the
-    point)``, else None (the usual case; told on the driver from the plan's
+    point; the step's ``(old name, point)``)``, else None (the usual case; told on the driver from the plan's
     :attr:`TablePlan.last_streamed`, no Spark job). Snapshot reads that rank below the stream
     count as older than every rename, as :func:`source_rows` reads them. The caller applies
     the batch without those events first (its renames then move the old table's rows as they
@@ -340,13 +343,16 @@ def written_after_rename(plan: BatchPlan) -> tuple[int, str] | None:
     for i, r in enumerate(plan.renames, start=1):
         p = tables.get(r.old_name)
         point = rename_point(r)
-        if r.old_name == r.new_name or p is None or p.last_streamed is None or order_key(p.last_streamed) <= order_key(point):
+        key = (r.old_name, tuple(point))
+        if (r.old_name == r.new_name or key in skip or p is None or p.last_streamed is None
+                or order_key(p.last_streamed) <= order_key(point)):
             continue
         fmts = ", ".join(_str(f) for f in snapshot_position_formats()) or "''"
+        # ranked below the stream exactly as the planning aggregate ranks (plan.summarize)
         cond = (f"coalesce({QUALIFIED_NAME_SQL} = {_str(r.old_name)} AND kind IN ('data', 'ddl', 'snapshot_end')"
-                f" AND NOT (kind = 'data' AND op = 'r' AND format NOT IN ({fmts}))"
+                f" AND NOT coalesce(op = 'r' AND format NOT IN ({fmts}), false)"
                 f" AND position.order > {_order_sql(point)}, false)")
-        return i, cond
+        return i, cond, key
     return None
 
 

@@ -24,14 +24,15 @@ record of it was rejected, a table of it is not ingested), or the batch holds a 
 part of a transaction applied before (applying it again changes nothing). Event time, not the
 clock, so a batch applied again decides the same.
 
-Events without ``tx_id`` are never held, so a format or a run without boundaries (Debezium
-without its transaction topic) is applied as it arrives; but for an update written as two
+Events without ``tx_id`` are not held, so a format or a run without boundaries (Debezium
+without its transaction topic) is applied as it arrives; except for an update written as two
 records of one position (DataWorks ``UPDATE_BEFOR``/``UPDATE_AFTER``, TUPLE:
 :attr:`cdclake.formats.base.Capabilities.update_halves`), whose two halves are held as a
 transaction of two, keyed by table and position (:func:`cdclake.apply.plan.tx_key_sql`), so
 a reader never sees the row deleted or doubled between the batches that bring them; given up
 by the timeout, a half is applied alone (a lone before half deletes its row, ordered before its
-own position's changes). Formats whose markers do not carry
+own position's changes; at once when the half or the batch has no event time, as nothing
+could time it out). Formats whose markers do not carry
 the transaction's id (DataWorks TRANSACTION_BEGIN/END) or whose markers' ids are not documented
 to match their changes' (DTS ``sourceTxid`` on BEGIN/COMMIT) are not held (``transaction_bounds``
 false; README "Transactions"). No format here marks rolled-back work: MySQL writes only
@@ -189,6 +190,10 @@ def _decide(spark, hold: Hold, src: DataFrame, batch: DataFrame, held_version, n
         if r["open"] and horizon is not None and last is not None and horizon - last > timeout_ms:
             r["open"] = False  # given up: the source moved on
             hold.timed_out += 1
+        elif r["open"] and (horizon is None or last is None) and str(r["tx"]).startswith(plan_mod.UPDATE_HALVES_TX):
+            # an update half without event times can never time out: applied alone at once
+            r["open"] = False
+            hold.timed_out += 1
     open_ids = [r["tx"] for r in txs if r["open"]]
     hold.transactions = len(open_ids)
     hold.held_events = sum(int(r["n_tx"]) for r in txs if r["open"])
@@ -206,7 +211,7 @@ def _decide(spark, hold: Hold, src: DataFrame, batch: DataFrame, held_version, n
     # the open ids by a broadcast join; the result keeps no relation alias (a later
     # ``e.kind`` of the applier must name its own struct column, not this join's side)
     ids = spark.createDataFrame([(i, True) for i in open_ids], "_open_tx string, _open boolean")
-    keyed = batch.withColumn("_tx_key", F.expr(plan_mod.tx_key_sql()))
+    keyed = batch.withColumn("_tx_key", F.expr(plan_mod.tx_key_sql(every_kind=True)))
     marked = keyed.join(F.broadcast(ids), keyed["_tx_key"] == ids["_open_tx"], "left").select(
         *[keyed[c] for c in batch.columns], F.coalesce(ids["_open"], F.lit(False)).alias("open")
     )

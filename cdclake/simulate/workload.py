@@ -425,6 +425,8 @@ class _Run:
     def __init__(self, w: Workload) -> None:
         self.w = w
         self.rnd = random.Random(w.seed)
+        # identical_rows draws from its own stream: the main one is the same until a first copy
+        self.copy_rnd = random.Random(f"{w.seed}:copies")
         self.tables = [_templates(i) for i in range(w.tables)]
         self.events: list[dict] = []
         self.n = 0  # last streamed position
@@ -635,8 +637,8 @@ class _Run:
                 self._store(t, new)
                 self.emit("data", op="u", t=t, before=old, after=new, tx=tx)
                 return
-        if self.w.identical_rows and not t.key and len(t.rows) and rnd.random() < COPY_RATE:
-            row = dict(t.rows.rows[t.rows.choice(rnd)])  # a copy of a row the table holds
+        if self.w.identical_rows and not t.key and len(t.rows) and self.copy_rnd.random() < COPY_RATE:
+            row = dict(t.rows.rows[t.rows.choice(self.copy_rnd)])  # a copy of a row the table holds
         else:
             row = self.new_row(t)
         if row is None:  # a keyless table where every drawn row already exists
