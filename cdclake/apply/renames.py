@@ -248,7 +248,7 @@ def apply_renames(
     progress commits) per group; none for a batch whose renames were all applied before.
 
     Raises what :func:`cdclake.apply.batch.apply_batch` raises."""
-    from cdclake.apply.batch import apply_batch, table_path
+    from cdclake.apply.batch import TableFailed, apply_batch, guarded, table_path
 
     states = audit.read_progress(spark, target).table_states()
     todo = [r for r in plan.renames if r.old_name != r.new_name and not step_done(r, states)]
@@ -272,7 +272,14 @@ def apply_renames(
             m, e, columns, history = _step_events(spark, table_path(target, old), r, keys.get(new) or keys.get(old), state)
             # a new table is of the old one's kind (history or not); an existing one keeps its own
             if not DeltaTable.isDeltaTable(spark, table_path(target, new)):
-                _create_empty(spark, table_path(target, new), columns, history)
+                made = guarded(new, lambda: _create_empty(spark, table_path(target, new), columns, history))
+                if isinstance(made, TableFailed):  # the file system or Delta refuses the new table: the
+                    # old one keeps its rows, and the step is tried again with the next delivery
+                    audit.record_schema_changes(spark, target, [(old, None, None, f"not applied: table renamed to {new} at the"
+                                                                 f" source (position {r.text}): table {new} could not be created"
+                                                                 f" here: {made.reason}", r.ddl, r.text)])
+                    out.append(ApplyResult(new, failed=f"{made.code}: {made.reason}"))
+                    continue
             moves.append(m)
             ends.append(e)
             if state.delete_position is not None:

@@ -5,6 +5,7 @@ key changes, truncate, tables without a key, re-delivery."""
 from __future__ import annotations
 
 import itertools
+import json
 from decimal import Decimal
 
 from cdclake.model import EVENT_SCHEMA
@@ -635,3 +636,25 @@ def test_scenarios_in_shared_batches(spark, tmp_path):
     assert {("db.halves_kb", '{"id":1}', 0), ("db.halves_sb", '{"id":1}', 0), ("db.halves_ka", '{"id":1}', 0)} <= subs
 
 
+
+
+def test_a_rename_whose_new_table_cannot_be_created(spark, tmp_path):
+    # RENAME TABLE t TO n where the file system refuses n (a file in its place), and the batch
+    # writes the re-created t after the rename: t keeps its rows for the next delivery, the
+    # schema history says why, and t's later insert goes to the rejects (TABLE_FAILED) rather
+    # than onto the old rows (cdclake.apply.batch._apply). Delivered again once n can be made,
+    # the rename moves the rows and the insert lands.
+    apply(spark, tmp_path, [ev("c", 1, row(1, "a")), ev("c", 2, row(2, "b"))])
+    (tmp_path / "db.n").write_text("in the way")
+    batch = [dict(ev(None, 5, kind="ddl"), ddl="RENAME TABLE t TO n"), ev("c", 8, row(2, "new"))]
+    failed = {r.table: r for r in apply(spark, tmp_path, batch) if r.failed}
+    assert failed["db.n"].failed.startswith("TABLE_FAILED: ")
+    assert failed["db.t"].failed_events == 1 and "its rename to db.n" in failed["db.t"].failed
+    assert table(spark, tmp_path) == [(1, "a", None), (2, "b", None)]
+    rejects = spark.read.format("delta").load(f"{tmp_path}/_cdclake/rejects").collect()
+    assert [(r.error_code, json.loads(bytes(r.raw_value))["after"]["name"]) for r in rejects] == [("TABLE_FAILED", "new")]
+    history = [r["change"] for r in spark.read.format("delta").load(f"{tmp_path}/_cdclake/schema_history").collect()]
+    assert any(h.startswith("not applied: table renamed to db.n at the source (position 5): table db.n could not be created") for h in history)
+    (tmp_path / "db.n").unlink()
+    assert not any(r.failed for r in apply(spark, tmp_path, batch))
+    assert table(spark, tmp_path, "db.n") == [(1, "a", None), (2, "b", None)] and table(spark, tmp_path) == [(2, "new", None)]
