@@ -276,7 +276,7 @@ def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, p
                                                  " applied, and these events of the table are after it")
                 write_table_failures(tail, [(p, failed) for p in tail_plan.tables], fmt, target, after)
                 out += [ApplyResult(p.name, failed=f"{failed.code}: {failed.reason}",
-                                    failed_events=sum(p.counts.values()) + len(p.ddl) + p.snapshot_ends) for p in tail_plan.tables]
+                                    failed_events=_planned_events(p)) for p in tail_plan.tables]
         finally:
             head.unpersist()
             tail.unpersist()
@@ -284,6 +284,11 @@ def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, p
     finally:
         if relabelled is not None:
             relabelled.unpersist()
+
+
+def _planned_events(p) -> int:
+    """The batch's events of the table ``p`` (a :class:`TablePlan`): data, DDL and snapshot ends."""
+    return sum(p.counts.values()) + len(p.ddl) + p.snapshot_ends
 
 
 def _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tasks, plan, fmt, max_columns, scd_type, hold,
@@ -367,7 +372,7 @@ def _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tas
         for a in applied:
             for df in a.cached:
                 df.unpersist()
-    counts = {p.name: sum(p.counts.values()) + len(p.ddl) + p.snapshot_ends for p in plan_all.tables}
+    counts = {p.name: _planned_events(p) for p in plan_all.tables}
     out = [a.result for a in applied if a.touched] + [
         ApplyResult(name, failed=f"{f.code}: {f.reason}", failed_events=counts.get(name, 0)) for name, f in sorted(failures.items())
     ]
