@@ -47,7 +47,8 @@ def replay(
 ) -> tuple[dict[str, list[dict]], dict[str, dict[str, str]]]:
     """Apply ``events`` in list order to in-memory tables: keyed tables by key, keyless ones by
     whole-row match, as multisets (identical rows are copies; a delete or update of one takes
-    the first copy: for the rows it does not matter which). Asserts what a source database
+    the copy whose current version began first: for the rows it does not matter which, for
+    the ``history`` it is the applier's first in, first out). Asserts what a source database
     guarantees: the before image of an update or delete is the row as it is, an insert never
     collides with a row of its key.
 
@@ -135,11 +136,15 @@ def replay(
             hits = [i for i, r in enumerate(table) if all(r[k] == want[k] for k in match)]
             if subset and not partial and not hits:
                 return None
-            # a table without a key may hold copies of a row: any one of them is the row
+            # a table without a key may hold copies of a row: any one of them is the row (for
+            # the rows it does not matter which); a history ends the version of the copy that
+            # began first (first in, first out, as cdclake.apply.history does)
             copies = not e["primary_key"] and hits and all(table[i] == table[hits[0]] for i in hits)
             assert len(hits) == 1 or copies, f"{len(hits)} rows match {e['op']} at {e['position']}"
             if e["op"] in ("u", "d") and not partial and not subset:
                 assert table[hits[0]] == want, f"before image is not the current row at {e['position']}"
+            if copies and not subset:
+                return min(hits, key=lambda i: (cur[i][1] is not None, cur[i][1] or ()))
             return hits[0]
 
         op = e["op"]

@@ -446,8 +446,7 @@ def simulated_workload(
     delivered in a batch after the DDL's); with ``rename_tables``, table renames (``RENAME
     TABLE a TO b``, at most one per table: the oracle follows them for current rows, not for
     SCD type 2 histories); with ``identical_rows``, copies of the keyless table's rows (the
-    oracle's tables are multisets; not for SCD type 2 histories, where the applier gives
-    identical rows one history)."""
+    oracle's tables are multisets, its histories end the copy that began first)."""
     return Workload(seed, events=events, drop_tables=True, rename_tables=rename_tables, identical_rows=identical_rows).generate()
 
 

@@ -37,8 +37,11 @@ after the batch's oldest change; a batch with a truncate reads them all (truncat
 Partial images take the columns they do not carry from the version before them, recomputed
 when a change arrives late between them.
 
-Limits: a column renamed by DDL keeps its old name in older versions' ``_cdc_present``; a
-keyless table's identical rows share one history (as in SCD type 1).
+A table without a key is a multiset, as in SCD type 1 (:mod:`cdclake.apply.keyless`): its
+identical rows are copies, each with versions of its own, and a delete ends the version of the
+copy that began first (:func:`_copy_ends`).
+
+Limits: a column renamed by DDL keeps its old name in older versions' ``_cdc_present``.
 """
 
 from __future__ import annotations
@@ -158,7 +161,9 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
     key = plan.key or names
     keys = [alias[k] for k in key]
-    batch = _typed(change_rows(events, plan, columns, None).withColumn("_src", F.lit(1)), columns, alias)
+    # (a table without a key: every update with a before image takes a copy and makes one,
+    # also one whose images are equal, as in cdclake.apply.keyless)
+    batch = _typed(change_rows(events, plan, columns, None, every_update_moves=not plan.key).withColumn("_src", F.lit(1)), columns, alias)
     truncs = _batch_truncates(spark, events, plan)
 
     touched = batch.select(*keys).distinct()
@@ -209,7 +214,7 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
     if plan.counts.get("d") or plan.counts.get("u"):
         deletes = batch.where(F.col("_op") == "d").select(
             F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in key]), KEY_JSON).alias("key"), "_ord", "_pos_text", "_etime")
-    return _versions(points, columns, alias, keys), history_deletes(spark, events, plan, deletes)
+    return _versions(points, columns, alias, keys, copies=not plan.key), history_deletes(spark, events, plan, deletes)
 
 
 def _remembered(spark: SparkSession, prep: Prepared, deletes_path: str) -> tuple[DataFrame, DataFrame] | None:
@@ -241,12 +246,15 @@ def _remembered(spark: SparkSession, prep: Prepared, deletes_path: str) -> tuple
     return deletes, truncs
 
 
-def _versions(points: DataFrame, columns: dict[str, str], alias: dict[str, str], keys: list[str]) -> DataFrame:
+def _versions(points: DataFrame, columns: dict[str, str], alias: dict[str, str], keys: list[str], copies: bool = False) -> DataFrame:
     """Each key's points in order, deduplicated (a point of the batch that the table holds
     already is the table's), as versions: every point that is not a delete or truncate, ended
     by the next point. A column an image does not carry takes the value of the latest point
     before it that carries it (the first point of a key read from the table carries all of
-    its stored values)."""
+    its stored values).
+
+    ``copies`` (a table without a key, whose key is the whole image): the points of an image
+    are copies of one row, not one row's changes; each version ends as :func:`_copy_ends` says."""
     w = Window.partitionBy(*keys).orderBy("_ord", "_src")
     points = points.select(
         "*",
@@ -256,7 +264,11 @@ def _versions(points: DataFrame, columns: dict[str, str], alias: dict[str, str],
     deleting = F.col("_op").isin("d", "t")
     w2 = Window.partitionBy(*keys).orderBy("_ord")
     upto = w2.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    nxt = F.lead(F.struct("_ord", "_op", "_pos_text", "_etime")).over(w2)
+    if copies:
+        points = _copy_ends(points, keys)
+    else:
+        points = points.withColumn("_nxt", F.lead(F.struct("_ord", "_op", "_pos_text", "_etime")).over(w2))
+    nxt = F.col("_nxt")
     values = []
     for n in columns:
         a = alias[n]
@@ -283,6 +295,52 @@ def _versions(points: DataFrame, columns: dict[str, str], alias: dict[str, str],
         F.col("_nxt").isNull().alias("_cdc_is_current"),
         F.col("_present").alias("_cdc_present"),
         F.expr(end).alias("_cdc_end"),
+    )
+
+
+def _copy_ends(points: DataFrame, keys: list[str]) -> DataFrame:
+    """``points`` (deduplicated, of a table without a key: ``keys`` are every column) with
+    ``_nxt``, the point that ends each version: a struct of its ``_ord``, ``_op``,
+    ``_pos_text``, ``_etime``; null while current (and on deletes and truncates, which begin no
+    version).
+
+    Identical rows are copies (:mod:`cdclake.apply.keyless`): an insert, an update's after
+    image or a snapshot read begins a copy's version and ends none; a delete or an update's
+    before image ends the version of the earliest copy still current (first in, first out),
+    and one with no current copy ends nothing (its insert was never captured). A truncate ends
+    every current copy; so does a snapshot read, which says how many copies there are at its
+    point (its reads at one point, rank and position, begin one version each). So the points of
+    an image fall into segments, each begun by a truncate or a snapshot point; in a segment, with
+    ``S_j`` the prefix sums of the signs (+1 begins, -1 ends), a -1 ends a copy when ``S_j >=
+    min(0, S_i for i < j)``, the ``k``-th such -1 ends the ``k``-th +1's version, and a version
+    no -1 ends ends at the next segment's first point. Window functions and ``try_element_at``
+    on the sorted array of a segment's ends; no lambda."""
+    op = F.col("_op")
+    by_image = Window.partitionBy(*keys).orderBy("_ord")
+    point = F.struct(F.col("_ord._rank").alias("r"), F.col("_ord.pos").alias("p"))
+    again = F.coalesce((F.lag(op).over(by_image) == "r") & F.lag(point).over(by_image).eqNullSafe(point), F.lit(False))
+    reset = (op == "t") | (op == "r") & ~again
+    this = F.struct("_ord", "_op", "_pos_text", "_etime")
+    upto = by_image.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    later = by_image.rowsBetween(1, Window.unboundedFollowing)
+    points = points.withColumn("_reset", reset)
+    points = points.select(
+        "*",
+        F.sum(F.col("_reset").cast("int")).over(upto).alias("_seg"),
+        F.first(F.when(F.col("_reset"), this), ignorenulls=True).over(later).alias("_next_seg"),
+        F.when(op == "d", -1).when(op == "t", 0).otherwise(1).alias("_sign"),
+    )
+    seg = Window.partitionBy(*keys, "_seg").orderBy("_ord")
+    seg_upto = seg.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    points = points.withColumn("_s", F.sum("_sign").over(seg_upto))
+    low = F.least(F.lit(0), F.coalesce(F.min("_s").over(seg.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0)))
+    points = points.withColumn("_ends", (F.col("_sign") == -1) & (F.col("_s") >= low))
+    whole = Window.partitionBy(*keys, "_seg")
+    ends = F.array_sort(F.collect_list(F.when(F.col("_ends"), this)).over(whole))
+    nth = F.sum((F.col("_sign") == 1).cast("int")).over(seg_upto)
+    return points.select(
+        *[c for c in points.columns if c not in ("_reset", "_seg", "_next_seg", "_sign", "_s", "_ends")],
+        F.when(F.col("_sign") == 1, F.coalesce(F.try_element_at(ends, nth.cast("int")), F.col("_next_seg"))).alias("_nxt"),
     )
 
 

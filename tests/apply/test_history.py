@@ -80,11 +80,24 @@ def test_history_tables(spark, tmp_path):
     r1 = [ev("c", 1, row(1, "a"), table="r"), ev("c", 2, row(2, "b"), table="r"), ev("u", 3, row(1, "a3"), row(1, "a"), table="r")]
     r2 = [dict(ev(None, 4, kind="ddl", table="r"), ddl="RENAME TABLE db.r TO db.rn"), ev("u", 5, row(2, "b5"), row(2, "b"), table="rn")]
 
-    first = apply(spark, tmp_path, t1 + p1 + k1 + m1 + n1 + o1 + s1 + r1)
+    # table c, without a key: identical rows are copies, each with its own history; a delete or
+    # an update's before image ends the earliest current copy's version (first in, first out),
+    # so the late insert at 0 (batch 2) takes the delete at 3, which batch 1 gave the copy of 1
+    same = row(7, "same")
+    c1 = [ev(*a, table="c", key=None) for a in (("c", 1, same), ("c", 2, same), ("d", 3, None, same), ("u", 4, row(8, "other"), same))]
+    c2 = [ev("c", 0, same, table="c", key=None)]
+
+    first = apply(spark, tmp_path, t1 + p1 + k1 + m1 + n1 + o1 + s1 + r1 + c1)
+    assert history(spark, tmp_path, "db.c") == [
+        (7, "same", None, "1", "3", "d", 1, 3, False),
+        (7, "same", None, "2", "4", "d", 2, 4, False),
+        (8, "other", None, "4", None, None, 4, None, True),
+    ]
     assert (first["db.t"].inserted, first["db.t"].rows_now) == (3, 3)
-    apply(spark, tmp_path, t2 + p2 + t3 + m2 + n2 + o2 + s2 + r2)
-    again = apply(spark, tmp_path, t1 + t2 + t3 + p1 + p2 + k1 + m1 + m2, scd_type=None)  # re-delivered: nothing changes
-    assert {n: (r.inserted, r.updated) for n, r in again.items()} == {"db.t": (0, 0), "db.p": (0, 0), "db.k": (0, 0), "db.m": (0, 0)}
+    apply(spark, tmp_path, t2 + p2 + t3 + m2 + n2 + o2 + s2 + r2 + c2)
+    again = apply(spark, tmp_path, t1 + t2 + t3 + p1 + p2 + k1 + m1 + m2 + c2 + c1, scd_type=None)  # re-delivered: nothing changes
+    assert {n: (r.inserted, r.updated) for n, r in again.items()} == {
+        "db.t": (0, 0), "db.p": (0, 0), "db.k": (0, 0), "db.m": (0, 0), "db.c": (0, 0)}
     apply(spark, tmp_path, t4)
 
     assert history(spark, tmp_path, "db.t") == [
@@ -96,6 +109,12 @@ def test_history_tables(spark, tmp_path):
         (3, "q", None, "3", "7", "t", 3, 7, False),
         (4, "n", None, "8", None, None, 8, None, True),
         (5, "late", None, "2", "7", "t", 2, 7, False),
+    ]
+    assert history(spark, tmp_path, "db.c") == [
+        (7, "same", None, "0", "3", "d", 0, 3, False),
+        (7, "same", None, "1", "4", "d", 1, 4, False),
+        (7, "same", None, "2", None, None, 2, None, True),
+        (8, "other", None, "4", None, None, 4, None, True),
     ]
     assert history(spark, tmp_path, "db.p") == [
         (1, "a", "1.00", "1", "2", "u", 1, 2, False),
@@ -142,17 +161,3 @@ def test_history_tables(spark, tmp_path):
         apply(spark, tmp_path, [ev("c", 9, row(6, "z"))], scd_type=1)
     assert e.value.code == "SCD_TYPE_MISMATCH" and "db.t is SCD type 2" in str(e.value)
     assert len(history(spark, tmp_path, "db.t")) == 8
-
-
-@pytest.mark.xfail(strict=True, reason="a keyless history table's identical rows share one history (history.py's limits)")
-def test_keyless_identical_rows_keep_a_history_each(spark, tmp_path):
-    # a table without a key (SCD type 2): two identical rows inserted, then one deleted. The
-    # source keeps one row, so one version must stay current (the delete ends one copy's
-    # version, as a table of current rows keeps one row: scenario keylessdup). Today the two
-    # inserts are one image's history: the second insert ends the first's version, the delete
-    # ends the second's, and no version is current.
-    same = {"id": "7", "name": "same", "amount": None}
-    apply(spark, tmp_path, [ev("c", 1, same, table="k", key=None), ev("c", 2, same, table="k", key=None),
-                            ev("d", 3, before=same, table="k", key=None)])
-    current = [v for v in history(spark, tmp_path, "db.k") if v[-1]]
-    assert len(current) == 1, history(spark, tmp_path, "db.k")
