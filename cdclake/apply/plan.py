@@ -333,13 +333,15 @@ def tx_key_sql(every_kind: bool = False) -> str:
     """SQL over an event: what the transaction gate groups it by (:mod:`cdclake.apply.transactions`):
     its transaction id (data, DDL and markers; with ``every_kind``, any event that has one: what
     is held with an open transaction), else, for an update half (:func:`update_half_sql`), its
-    update (:data:`UPDATE_HALVES_TX`, format, table and position: the two halves are a
-    transaction of two), else NULL (never held)."""
+    update (:data:`UPDATE_HALVES_TX` and, as JSON, the format, the three parts of the table's
+    name and the position: what :func:`cdclake.normalize.pair_update_halves` pairs by, so
+    that names with dots in them stay apart; the two halves are a transaction of two), else
+    NULL (never held)."""
     kinds = "" if every_kind else " AND kind IN ('data', 'ddl', 'tx_begin', 'tx_end')"
     return (
         f"CASE WHEN tx_id IS NOT NULL{kinds} THEN tx_id"
-        f" WHEN {update_half_sql()} THEN concat({_sql_str(UPDATE_HALVES_TX)}, format, ':', {QUALIFIED_NAME_SQL}, ':',"
-        " cast(position.order as string)) END"
+        f" WHEN {update_half_sql()} THEN concat({_sql_str(UPDATE_HALVES_TX)},"
+        " to_json(named_struct('format', format, 'database', database, 'schema', schema, 'table', `table`, 'position', position))) END"
     )
 
 

@@ -36,6 +36,23 @@ def apply(spark, target, events, txn=None, timeout=None):
     return apply_events(spark, df, str(target), None, txn, **kw)
 
 
+def test_update_halves_are_keyed_as_they_are_paired(spark):
+    # the gate's key of an update half (plan.tx_key_sql) is what pair_update_halves groups by:
+    # the two halves of one update share it; table `a.b` of database `d` and table `b` of
+    # database `d.a` (one qualified name, d.a.b) at one position do not
+    from pyspark.sql import functions as F
+
+    from cdclake.apply.plan import UPDATE_HALVES_TX, tx_key_sql
+
+    dw = {"format": "dataworks-json"}
+    halves = [ev("u", 7, None, row(1, "x"), table="a.b") | dw, ev("u", 7, row(1, "y"), None, table="a.b") | dw,
+              ev("u", 7, None, row(1, "x"), table="b") | dw | {"database": "d.a"}, ev("u", 7, row(1, "x"), table="h")]
+    halves[0]["database"] = halves[1]["database"] = "d"
+    keys = [r[0] for r in spark.createDataFrame(halves, EVENT_SCHEMA).select(F.expr(tx_key_sql())).collect()]
+    assert keys[0] == keys[1] and keys[0].startswith(UPDATE_HALVES_TX) and keys[2] not in (keys[0], None)
+    assert keys[3] is None  # a whole update (format test: no halves) is never held
+
+
 def test_open_transactions_wait_for_the_rest(spark, tmp_path):
     # four ways a format bounds a transaction, cut between two batches, on two tables (t, u):
     # S sized (SharePlex seq/size), Q by its last event (Qlik), D by BEGIN/END markers with the
