@@ -182,14 +182,15 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
                     | F.expr(f"struct({rank_sql('_cdc_end.op', plan.snapshot_by_position)}, _cdc_end.position) >= struct({rank}, {_order_sql(order)})")
                 )
         row_ord = _ord_sql(rank_sql("_cdc_op", plan.snapshot_by_position), "_cdc_position", "1", "_cdc_record")
-        versions = tbl.select(*_point({}, names, alias, F.col("_cdc_op"), row_ord, F.col("_cdc_position_text"),
-                                      F.col("_cdc_event_time_ms"), 0, values=True, present=F.col("_cdc_present")))
+        versions = _point({}, names, alias, F.col("_cdc_op"), row_ord, F.col("_cdc_position_text"),
+                          F.col("_cdc_event_time_ms"), 0, values=True, present=F.col("_cdc_present"))
         end_ord = _ord_sql("1", "_cdc_end.position", "_cdc_end.sub", "_cdc_end.record")
-        ended = tbl.where(F.col("_cdc_end.op").isin("d", "t")).select(
-            *_point({alias[k]: q(k) for k in key}, names, alias, F.col("_cdc_end.op"), end_ord,
-                    F.col("_cdc_end.position_text"), F.col("_cdc_end.event_time_ms"), 0)
-        )
-        stored = _typed(versions, columns, alias).unionByName(_typed(ended, columns, alias))
+        ended = _point({alias[k]: q(k) for k in key}, names, alias, F.col("_cdc_end.op"), end_ord,
+                       F.col("_cdc_end.position_text"), F.col("_cdc_end.event_time_ms"), 0)
+        # one scan of the table gives both points of a version: its own, and the delete or
+        # truncate that ended it (a second scan of the table cost a file-listing job)
+        both = F.array(F.struct(*versions), F.when(F.col("_cdc_end.op").isin("d", "t"), F.struct(*ended)))
+        stored = _typed(tbl.select(F.explode(both).alias("_pt")).where(F.col("_pt").isNotNull()).select("_pt.*"), columns, alias)
         if truncs is not None:  # every key of the table meets the batch's truncates
             touched = touched.unionByName(stored.select(*keys)).distinct()
 
