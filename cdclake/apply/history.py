@@ -28,8 +28,9 @@ of each key's history; with them go the points the table already holds for the t
 (each version is the point that began it; a version ended by a delete or truncate gives that
 point too, from ``_cdc_end``), the deletes and truncates remembered in ``_cdclake/deletes``
 (read only when the batch holds a change older than one of them), and each truncate of the
-batch for every touched key. The points are deduplicated by their order (a re-delivered change
-is the same point), ordered, and each non-delete point becomes a version that ends at the next
+batch for every touched key. The points are deduplicated by their order (a change delivered
+again from the same record is the same point; of a table without a key, from any record:
+:func:`_copy_ends`), ordered, and each non-delete point becomes a version that ends at the next
 point. The recomputed versions are MERGEd into the table by their identity (key and beginning
 change): new versions are inserted, versions whose end or values changed are updated, nothing
 is ever deleted. Only versions that may change are read: the current ones and those that end
@@ -300,49 +301,68 @@ def _versions(points: DataFrame, columns: dict[str, str], alias: dict[str, str],
 
 
 def _copy_ends(points: DataFrame, keys: list[str]) -> DataFrame:
-    """``points`` (deduplicated, of a table without a key: ``keys`` are every column) with
-    ``_nxt``, the point that ends each version: a struct of its ``_ord``, ``_op``,
-    ``_pos_text``, ``_etime``; null while current (and on deletes and truncates, which begin no
-    version).
+    """``points`` (deduplicated by ``_ord``, of a table without a key: ``keys`` are every
+    column) with ``_nxt``, the point that ends each version: a struct of its ``_ord``,
+    ``_op``, ``_pos_text``, ``_etime``; null while current (and on deletes and truncates,
+    which begin no version).
 
-    Identical rows are copies (:mod:`cdclake.apply.keyless`): an insert, an update's after
-    image or a snapshot read begins a copy's version and ends none; a delete or an update's
-    before image ends the version of the earliest copy still current (first in, first out),
-    and one with no current copy ends nothing (its insert was never captured). A truncate ends
-    every current copy; so does a snapshot read, which says how many copies there are at its
-    point (its reads at one point, rank and position, begin one version each). So the points of
-    an image fall into segments, each begun by a truncate or a snapshot point; in a segment, with
-    ``S_j`` the prefix sums of the signs (+1 begins, -1 ends), a -1 ends a copy when ``S_j >=
-    min(0, S_i for i < j)``, the ``k``-th such -1 ends the ``k``-th +1's version, and a version
-    no -1 ends ends at the next segment's first point. Window functions and ``try_element_at``
-    on the sorted array of a segment's ends; no lambda."""
+    Identical rows are copies, read as :mod:`cdclake.apply.keyless` reads them for a table of
+    current rows, so that the current versions are that table's rows:
+
+    * an *atom* is an image, a sign and a point (stream rank, position, sub), not the
+      record's coordinates: a change delivered again from another file or offset, or two
+      identical rows of one snapshot at one position, count once (the table's own first);
+    * an insert, an update's after image or a snapshot read (+1) begins a copy's version and
+      ends none; a delete or an update's before image (-1) ends the version of the earliest
+      copy still current (first in, first out), and one with no current copy ends nothing
+      (its insert was never captured);
+    * a truncate ends every current copy; so does a snapshot read of the image, which says how
+      many copies there are at its point (its reads at one point begin one version each);
+    * after a snapshot read that ranks below every streamed change (Canal/DTS ``INIT``, Qlik
+      ``REFRESH``: its place among them is unknown) the image keeps one row or none, as in
+      :mod:`~cdclake.apply.keyless`: each of its points ends the version before it.
+
+    So the points of an image fall into segments, each begun by a truncate or a snapshot
+    point. In a segment, with ``S_j`` the prefix sums of the signs, a -1 ends a copy when
+    ``S_j >= min(0, S_i for i < j)``; the ``k``-th such -1 ends the ``k``-th +1's version (the
+    two sort next to each other by ``k``, so a ``lead`` finds it); a version no -1 ends ends at
+    the next segment's first point. Window functions over one exchange by image, each frame
+    growing or a single row (linear in an image's points); no lambda."""
     op = F.col("_op")
+    points = points.withColumn("_sign", F.when(op == "d", -1).when(op == "t", 0).otherwise(1))
+    atom = Window.partitionBy(*keys, "_sign", F.col("_ord._rank"), F.col("_ord.pos"), F.col("_ord._sub")).orderBy("_src", "_ord")
+    points = points.withColumn("_atom", F.row_number().over(atom)).where(F.col("_atom") == 1)
     by_image = Window.partitionBy(*keys).orderBy("_ord")
     point = F.struct(F.col("_ord._rank").alias("r"), F.col("_ord.pos").alias("p"))
     again = F.coalesce((F.lag(op).over(by_image) == "r") & F.lag(point).over(by_image).eqNullSafe(point), F.lit(False))
-    reset = (op == "t") | (op == "r") & ~again
     this = F.struct("_ord", "_op", "_pos_text", "_etime")
     upto = by_image.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    later = by_image.rowsBetween(1, Window.unboundedFollowing)
-    points = points.withColumn("_reset", reset)
+    # the next reset after a row: the latest before it in descending order (a growing frame)
+    backwards = Window.partitionBy(*keys).orderBy(F.col("_ord").desc()).rowsBetween(Window.unboundedPreceding, -1)
+    points = points.withColumn("_reset", (op == "t") | (op == "r") & ~again)
     points = points.select(
         "*",
         F.sum(F.col("_reset").cast("int")).over(upto).alias("_seg"),
-        F.first(F.when(F.col("_reset"), this), ignorenulls=True).over(later).alias("_next_seg"),
-        F.when(op == "d", -1).when(op == "t", 0).otherwise(1).alias("_sign"),
+        F.last(F.when(F.col("_reset"), this), ignorenulls=True).over(backwards).alias("_next_seg"),
+        F.lead(this).over(by_image).alias("_next"),
+        (F.col("_reset") & (op == "r") & (F.col("_ord._rank") == 0)).alias("_below"),
     )
-    seg = Window.partitionBy(*keys, "_seg").orderBy("_ord")
-    seg_upto = seg.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    seg = Window.partitionBy(*keys, "_seg")
+    seg_upto = seg.orderBy("_ord").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     points = points.withColumn("_s", F.sum("_sign").over(seg_upto))
-    low = F.least(F.lit(0), F.coalesce(F.min("_s").over(seg.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0)))
-    points = points.withColumn("_ends", (F.col("_sign") == -1) & (F.col("_s") >= low))
-    whole = Window.partitionBy(*keys, "_seg")
-    ends = F.array_sort(F.collect_list(F.when(F.col("_ends"), this)).over(whole))
-    nth = F.sum((F.col("_sign") == 1).cast("int")).over(seg_upto)
-    return points.select(
-        *[c for c in points.columns if c not in ("_reset", "_seg", "_next_seg", "_sign", "_s", "_ends")],
-        F.when(F.col("_sign") == 1, F.coalesce(F.try_element_at(ends, nth.cast("int")), F.col("_next_seg"))).alias("_nxt"),
+    low = F.least(F.lit(0), F.coalesce(F.min("_s").over(seg.orderBy("_ord").rowsBetween(Window.unboundedPreceding, -1)), F.lit(0)))
+    points = points.select("*", ((F.col("_sign") == -1) & (F.col("_s") >= low)).alias("_ends"), F.max("_below").over(seg).alias("_one"))
+    plus = F.col("_sign") == 1
+    points = points.withColumn(
+        "_k",
+        F.when(plus, F.sum(plus.cast("int")).over(seg_upto)).when(F.col("_ends"), F.sum(F.col("_ends").cast("int")).over(seg_upto)),
     )
+    pairs = seg.orderBy(F.col("_k").asc_nulls_last(), F.col("_ends"))
+    then = F.lead(F.struct(F.col("_k").alias("k"), F.col("_ends").alias("e"), this.alias("p"))).over(pairs)
+    paired = F.when(then["e"] & (then["k"] == F.col("_k")), then["p"])
+    ends = F.when(F.col("_one"), F.col("_next")).otherwise(F.coalesce(paired, F.col("_next_seg")))
+    work = ("_sign", "_atom", "_reset", "_seg", "_next_seg", "_next", "_below", "_s", "_ends", "_one", "_k")
+    return points.select(*[c for c in points.columns if c not in work], F.when(plus, ends).alias("_nxt"))
 
 
 def history_deletes(spark: SparkSession, events: DataFrame, plan: TablePlan, deletes: DataFrame | None = None) -> DataFrame | None:

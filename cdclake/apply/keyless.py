@@ -47,8 +47,9 @@ table, as the whole-image MERGE already made), the remembered atoms of the table
 MERGE. An insert-only table
 remembers nothing: only deletes and the copies they take are written to ``_cdclake/deletes``.
 
-An SCD type 2 table without a key is a multiset the same way: each copy has a history of its
-own (:func:`cdclake.apply.history._copy_ends`). Limits: a remembered atom keeps its columns' names of its batch: after a column rename it
+An SCD type 2 table without a key is a multiset the same way, its atoms counted as here:
+each copy has a history of its own, and its current versions are the rows this module
+gives (:func:`cdclake.apply.history._copy_ends`). Limits: a remembered atom keeps its columns' names of its batch: after a column rename it
 is another image (a delete remembered before the rename no longer keeps a re-delivered older
 insert out, as for keyed tables' remembered deletes before). Identical rows that an older
 version collapsed into one row stay one.
