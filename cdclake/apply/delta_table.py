@@ -18,7 +18,11 @@ Semantics (DESIGN.md, "Semantics the applier guarantees"):
   re-delivering applied records changes nothing;
 * deletes remove the row; an update that changes the key deletes the old key's row;
 * a partial image (``present`` set) changes only the columns it carries, also when several
-  partial updates of one key meet in a batch (they are folded column by column);
+  partial updates of one key meet in a batch (they are folded column by column); a table with
+  a key keeps per-column positions from its first partial image on (:data:`COLUMN_ORDERS`,
+  :func:`_fold_by_column`): each column holds the value of the newest change that set it, so
+  a partial update applied before its row's older insert gets its other columns from that
+  insert when it arrives, in whatever batch;
 * a full image sets every column: a column missing from the image is NULL;
 * ``t`` (truncate) removes every row older than the truncate and every older event of the batch;
   the latest truncate's position is kept in the table's progress row (:class:`TableState`), so
@@ -29,7 +33,8 @@ Semantics (DESIGN.md, "Semantics the applier guarantees"):
 * tables without a key match on all columns (the whole before image).
 
 Commits per batch and table: one (the MERGE, or the write that creates the table); a truncate
-adds a DELETE, a schema change an ALTER TABLE (rare events).
+adds a DELETE, a schema change an ALTER TABLE (rare events), and so does a table's first
+partial image (the :data:`COLUMN_ORDERS` column).
 
 Target tables hold the source columns (source names and types) plus :data:`META_COLUMNS`, with
 the lowest Delta protocol their data needs, so that every Delta reader opens them: column
@@ -82,8 +87,20 @@ HISTORY_COLUMNS = {
     "_cdc_end": "struct<position:array<decimal(38,0)>,position_text:string,op:string,event_time_ms:bigint,"
     "record:struct<file:string,line:bigint,partition:int,offset:bigint>,sub:int>",
 }
+#: the order struct of a change (``_ord`` of :func:`change_rows`: stream rank, position, sub,
+#: then the record's coordinates), spelled out so that rows from the batch, the table and the
+#: deletes table union, and so that a table can keep it per column (:data:`COLUMN_ORDERS`)
+ORDER_TYPE = "struct<_rank:int,pos:array<decimal(38,0)>,_sub:int,file:string,line:bigint,part:int,off:bigint>"
+#: per-column positions (Paimon's sequence groups, per column): in a table of current rows with
+#: a key that has received a partial image (``present`` set: Qlik, SharePlex), the order of the
+#: change that set each column, for a row whose columns were not all set by its latest change
+#: (null when they were; a column the map does not name is not known yet: a partial update
+#: applied before its row's insert arrived). Added to a table by its first partial batch
+#: (:func:`prepare_table`), never to the others.
+COLUMN_ORDERS = "_cdc_column_orders"
+PARTIAL_COLUMNS = {COLUMN_ORDERS: f"map<string,{ORDER_TYPE}>"}
 #: every column cdclake adds to a target table
-SYSTEM_COLUMNS = {**META_COLUMNS, **HISTORY_COLUMNS}
+SYSTEM_COLUMNS = {**META_COLUMNS, **HISTORY_COLUMNS, **PARTIAL_COLUMNS}
 
 #: ``to_json`` options of a remembered delete's key (``_cdclake/deletes``): timestamps keep
 #: their microseconds (``to_json``'s default format keeps milliseconds, so two keys that differ
@@ -350,6 +367,9 @@ class Prepared:
     truncate: tuple | None = None
     rows_before: int | None = 0
     history: bool = False
+    #: the table keeps per-column positions (:data:`COLUMN_ORDERS`): a table of current rows
+    #: with a key that has received a partial image
+    column_orders: bool = False
 
 
 def prepare_table(spark: SparkSession, plan: TablePlan, path: str, state: TableState, scd_type: int | None = None) -> Prepared:
@@ -386,10 +406,17 @@ def prepare_table(spark: SparkSession, plan: TablePlan, path: str, state: TableS
                 f"table {plan.name} is SCD type {2 if prep.history else 1} (its folder {path}); it cannot be applied with --scd-type {scd_type}",
             )
         prep.columns, result.schema_changes = evolve_table(spark, path, plan, all_columns)
+        prep.column_orders = COLUMN_ORDERS in all_columns
+        if not prep.column_orders and not prep.history and plan.key and plan.partial and plan.has_changes:
+            # the table's first partial image: its rows keep per-column positions from now on
+            # (bookkeeping, like the _cdc_ columns: not a schema change of the source table)
+            spark.sql(f"ALTER TABLE delta.{q(path)} ADD COLUMNS ({q(COLUMN_ORDERS)} {PARTIAL_COLUMNS[COLUMN_ORDERS]})")
+            prep.column_orders = True
         if _newer(batch_truncate, table_truncate) and not prep.history:
             result.truncated = _truncate(spark, path, batch_truncate, plan.snapshot_by_position)
     elif plan.has_changes or plan.columns:
         prep.history = scd_type == 2
+        prep.column_orders = not prep.history and bool(plan.key) and plan.partial
         prep.columns = _columns_of(plan)
         result.schema_changes = ["create table (" + ", ".join(f"{n} {t}" for n, t in prep.columns.items()) + ")", *plan.unapplied, *plan.ended]
         if not plan.has_changes:  # a DDL-only batch: the table exists from its DDL on
@@ -437,16 +464,17 @@ def write_table(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_
     columns = prep.columns
     rows_before = prep.rows_before
     if plan.has_changes:
-        src, cached = _fold(spark, events, plan, columns, prep.truncate, prep.state, deletes_path, path if prep.exists else None)
+        src, cached = _fold(spark, events, plan, columns, prep.truncate, prep.state, deletes_path, path if prep.exists else None,
+                            by_column=prep.column_orders)
         out.cached = cached
         if prep.exists:
-            if not _merge(spark, path, src, plan, columns, result):
+            if not _merge(spark, path, src, plan, columns, result, by_column=prep.column_orders):
                 result.replayed = True
                 rows_before = None
         else:
             observed = Observation()
             rows = src.where(F.col("_op") != "d").observe(observed, F.count(F.lit(1)).alias("n"))
-            writer = _as_table_rows(rows, columns).write.format("delta").mode("append")
+            writer = _as_table_rows(rows, columns, prep.column_orders).write.format("delta").mode("append")
             for k, v in table_properties(columns).items():
                 writer = writer.option(k, v)
             writer.save(path)
@@ -511,8 +539,9 @@ def apply_table(
     return write_table(spark, events, prepare_table(spark, plan, path, state), deletes_path)
 
 
-def _as_table_rows(src: DataFrame, columns: dict[str, str]) -> DataFrame:
-    """The folded rows (``_c<i>`` columns) as rows of the target table (source names)."""
+def _as_table_rows(src: DataFrame, columns: dict[str, str], by_column: bool = False) -> DataFrame:
+    """The folded rows (``_c<i>`` columns) as rows of the target table (source names);
+    ``by_column``: with :data:`COLUMN_ORDERS` (the fold's ``_orders``)."""
     return src.select(
         *[F.col(f"_c{i}").alias(n) for i, n in enumerate(columns)],
         F.col("_ord.pos").alias("_cdc_position"),
@@ -520,6 +549,7 @@ def _as_table_rows(src: DataFrame, columns: dict[str, str]) -> DataFrame:
         F.col("_op").alias("_cdc_op"),
         F.col("_etime").alias("_cdc_event_time_ms"),
         F.expr(_record_of("_ord")).alias("_cdc_record"),
+        *([F.col("_orders").cast(PARTIAL_COLUMNS[COLUMN_ORDERS]).alias(COLUMN_ORDERS)] if by_column else []),
     )
 
 
@@ -561,14 +591,20 @@ def key_range_sql(plan: TablePlan, columns: dict[str, str], prefix: str = "") ->
     return f"{prefix}{q(k0)} >= {lo} AND {prefix}{q(k0)} <= {hi}"
 
 
-def _merge(spark: SparkSession, path: str, src: DataFrame, plan: TablePlan, columns: dict[str, str], result: ApplyResult) -> bool:
+def _merge(
+    spark: SparkSession, path: str, src: DataFrame, plan: TablePlan, columns: dict[str, str], result: ApplyResult, by_column: bool = False
+) -> bool:
     """MERGE ``src`` into the table; the metrics go to ``result``. False when Delta skipped the
-    MERGE: the session's transaction identity was already committed to the table."""
+    MERGE: the session's transaction identity was already committed to the table.
+
+    ``by_column``: the table keeps per-column positions (:data:`COLUMN_ORDERS`); ``src`` is then
+    :func:`_fold_by_column`'s, each key's whole new row (the table's row folded in), written
+    where it changed (``_changed``)."""
     key = plan.key or list(columns)
     names = list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
     cond = F.expr(merge_condition_sql(plan, columns))
-    wins = f"({_order_of_change('s._ord')} > {_order_of_row('t', plan.snapshot_by_position)})"
+    wins = "s._changed" if by_column else f"({_order_of_change('s._ord')} > {_order_of_row('t', plan.snapshot_by_position)})"
     meta = {
         "_cdc_position": "s._ord.pos",
         "_cdc_position_text": "s._pos_text",
@@ -576,7 +612,9 @@ def _merge(spark: SparkSession, path: str, src: DataFrame, plan: TablePlan, colu
         "_cdc_event_time_ms": "s._etime",
         "_cdc_record": _record_of("s._ord"),
     }
-    if plan.partial:
+    if by_column:
+        meta[COLUMN_ORDERS] = f"CAST(s._orders AS {PARTIAL_COLUMNS[COLUMN_ORDERS]})"
+    if plan.partial and not by_column:
         update = {
             q(n): f"s.{alias[n]}" if n in key else f"CASE WHEN s._p{alias[n]} THEN s.{alias[n]} ELSE t.{q(n)} END"
             for n in names
@@ -617,11 +655,6 @@ def _table_events(events: DataFrame, plan: TablePlan) -> DataFrame:
 def _applicable(ev: DataFrame) -> DataFrame:
     """Changes that have the image they need (decoders reject records without it)."""
     return ev.where(F.when(F.col("op") == "d", F.col("before").isNotNull()).otherwise(F.col("after").isNotNull()))
-
-
-#: the order struct of a change row (``_ord`` of :func:`change_rows`), spelled out so that
-#: rows from the batch, the table and the deletes table union
-ORDER_TYPE = "struct<_rank:int,pos:array<decimal(38,0)>,_sub:int,file:string,line:bigint,part:int,off:bigint>"
 
 
 def _ord_sql(rank: str, pos: str, sub: str, record: str) -> str:
@@ -861,12 +894,15 @@ def _fold(
     state: TableState,
     deletes_path: str,
     path: str | None = None,
+    by_column: bool = False,
 ) -> tuple[DataFrame, list[DataFrame]]:
     """The MERGE source: the batch's last change per key (folded column by column for partial
     images), typed as the table's columns ``_c<i>``, with ``_op``, ``_ord`` (the order struct),
     ``_pos_text``, ``_etime``, ``_p_c<i>`` (column carried) and ``_key_json``. Persisted; returns
     it and the frames to unpersist. ``path``: the existing table (None: created by this batch),
-    read only for the rows that partial updates move to a new key (:func:`fill_moves`)."""
+    read for the rows that partial updates move to a new key (:func:`fill_moves`) and, with
+    ``by_column`` (the table keeps :data:`COLUMN_ORDERS`), for the rows of the batch's keys
+    (:func:`_fold_by_column`, whose columns ``src`` then has)."""
     key = plan.key or list(columns)
     names = list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
@@ -877,7 +913,9 @@ def _fold(
         frames.append(rows)
         rows = fill_moves(rows, _table_points(spark, path, plan, columns) if path else None, plan, columns)
     keys = [alias[k] for k in key]
-    if plan.partial:
+    if by_column:
+        src = _fold_by_column(spark, rows, plan, columns, path)
+    elif plan.partial:
         src = _fold_partial(rows, keys, names, alias)
     else:
         payload = [c for c in rows.columns if c not in keys]
@@ -966,6 +1004,90 @@ def _fold_partial(rows: DataFrame, keys: list[str], names: list[str], alias: dic
         aggs.append(F.max_by(a, F.when(F.col("_p" + a), F.col("_ord"))).alias(a))
         aggs.append(F.bool_or("_p" + a).alias("_p" + a))
     return seg.groupBy(*keys).agg(*aggs)
+
+
+def _fold_by_column(spark: SparkSession, rows: DataFrame, plan: TablePlan, columns: dict[str, str], path: str | None) -> DataFrame:
+    """Per-column positions: each key's new row from the batch's change rows (``rows`` of
+    :func:`change_rows`) and the table's row of the key (``path``; None: a new table), each
+    column taking the value of the latest change that set it, from the key's latest full image
+    (insert, snapshot read, delete, full update) on, whatever the arrival order.
+
+    The table's row is a point whose columns have their own orders (:data:`COLUMN_ORDERS`, or
+    the row's order for every column when null); it counts as a full image only then. So an
+    older insert arriving after a partial update fills the columns the update did not carry,
+    an older full image folded with a newer partial update does not undo the columns a newer
+    full image of the table set, and an older partial update sets a column only where it is
+    newer than the column's value.
+
+    Returns the change-row shape :func:`_fold` returns (one row per key: ``_c<i>``,
+    ``_p_c<i>`` (the column's value is known), ``_op``, ``_ord``, ``_pos_text``, ``_etime``)
+    plus ``_orders`` (map<string, :data:`ORDER_TYPE`>: each known non-key column's order; null
+    when every column has the row's order) and ``_changed`` (boolean: the batch changes the
+    key's row). Window and aggregate functions only (one pass; no lambda)."""
+    names = list(columns)
+    alias = {n: f"_c{i}" for i, n in enumerate(names)}
+    keys = [alias[k] for k in plan.key]
+    values = [alias[n] for n in names if n not in plan.key]
+    ord_ = F.col("_ord").cast(ORDER_TYPE)
+    batch = rows.select(
+        *[alias[n] for n in names],
+        ord_.alias("_ord"), "_op", "_pos_text", "_etime",
+        (F.col("_op").isin("c", "r", "d") | F.col("_present").isNull()).alias("_full"),
+        *[F.when(F.col("_p" + a), ord_).alias("_o" + a) for a in values],
+        F.lit(False).alias("_t"),
+    )
+    points = batch
+    if path is not None:
+        table = spark.read.format("delta").load(path)
+        rng = key_range_sql(plan, columns)
+        if rng is not None:
+            table = table.where(rng)
+        wanted = batch.select(*[F.col(k).alias("_w" + k) for k in keys]).distinct()
+        table = table.select(
+            *[F.col(q(n)).alias(alias[n]) for n in names],
+            F.expr(_ord_sql(rank_sql("_cdc_op", plan.snapshot_by_position), "_cdc_position", "1", "_cdc_record")).alias("_ord"),
+            F.col("_cdc_op").alias("_op"), F.col("_cdc_position_text").alias("_pos_text"),
+            F.col("_cdc_event_time_ms").alias("_etime"), F.col(q(COLUMN_ORDERS)).alias("_m"),
+        )
+        match = reduce(lambda a, b: a & b, [table[k].eqNullSafe(wanted["_w" + k]) for k in keys])
+        table = table.join(F.broadcast(wanted), match, "left_semi").select(
+            *[alias[n] for n in names], "_ord", "_op", "_pos_text", "_etime",
+            F.col("_m").isNull().alias("_full"),
+            *[F.when(F.col("_m").isNull(), F.col("_ord")).otherwise(F.element_at("_m", F.lit(n))).alias("_o" + alias[n])
+              for n in names if n not in plan.key],
+            F.lit(True).alias("_t"),
+        )
+        points = batch.unionByName(table)
+    last_full = F.col("_last_full")
+    seg = points.withColumn("_last_full", F.max(F.when(F.col("_full"), F.col("_ord"))).over(Window.partitionBy(*keys)))
+    seg = seg.where(last_full.isNull() | (F.col("_ord") >= last_full))
+    aggs = [
+        F.max_by("_op", "_ord").alias("_op"),
+        F.max("_ord").alias("_ord"),
+        F.max_by("_pos_text", "_ord").alias("_pos_text"),
+        F.max_by("_etime", "_ord").alias("_etime"),
+        F.max(F.when(F.col("_t"), F.col("_ord"))).alias("_t_ord"),
+    ]
+    for a in values:
+        o = F.when(last_full.isNull() | (F.col("_o" + a) >= last_full), F.col("_o" + a))
+        aggs += [F.max_by(a, o).alias(a), F.max(o).alias("_o" + a), F.max(F.when(F.col("_t"), F.col("_o" + a))).alias("_t_o" + a)]
+    folded = seg.groupBy(*keys).agg(*aggs)
+    changed = F.col("_t_ord").isNull() | (F.col("_ord") > F.col("_t_ord"))
+    same = F.lit(True)
+    for a in values:
+        o, t = F.col("_o" + a), F.col("_t_o" + a)
+        changed = changed | (o.isNotNull() & (t.isNull() | (o > t)))
+        same = same & o.eqNullSafe(F.col("_ord"))
+    entries = F.array_compact(F.array(*[F.when(F.col("_o" + alias[n]).isNotNull(), F.struct(F.lit(n).alias("key"), F.col("_o" + alias[n]).alias("value")))
+                                        for n in names if n not in plan.key]))
+    return folded.select(
+        *[alias[n] for n in names],
+        *[F.lit(True).alias("_p" + a) for a in keys],
+        *[F.col("_o" + a).isNotNull().alias("_p" + a) for a in values],
+        "_op", "_ord", "_pos_text", "_etime",
+        (F.when(same, F.lit(None)).otherwise(F.map_from_entries(entries)) if values else F.lit(None)).cast(PARTIAL_COLUMNS[COLUMN_ORDERS]).alias("_orders"),
+        changed.alias("_changed"),
+    )
 
 
 def truncate_sql(point: tuple) -> str:

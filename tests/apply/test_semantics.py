@@ -555,6 +555,31 @@ def _partial_update_that_changes_the_key_moves_the_whole_row():
     ]
 
 
+def _partial_updates_keep_positions_per_column():
+    # Per-column positions (delta_table.COLUMN_ORDERS), whatever the batches: key 1, a partial
+    # update applied before its row's older insert (Qlik), which then fills the columns the update
+    # did not carry, and a later-arriving full update between them sets those again but not the
+    # newer partial's column; key 2, a re-delivered older insert folded with a newer partial
+    # update does not undo the table's newer full update; key 3, two partial updates around the
+    # table's full image: only the newer sets its column; key 4, an older partial update and an
+    # older insert arriving after a partial: each column keeps its newest value. The last batch
+    # delivers the first two again: they change nothing.
+    def part(pos, i, **changed):
+        return ev("u", pos, {"id": str(i), **changed}, present=["id", *changed])
+
+    first = [part(5, 1, amount="5.00"), ev("c", 1, row(2, "a", "1.00")), ev("u", 4, row(2, "d", "4.00"), row(2, "a", "1.00")),
+             ev("c", 4, row(3, "d", "4.00")), part(6, 4, name="n6")]
+    second = [ev("c", 1, row(1, "a", "1.00")), ev("c", 1, row(2, "a", "1.00"), line=first[1]["source_record"]["line"]),
+              part(6, 2, name="f"), part(3, 3, name="z"), part(5, 3, amount="5.00"), part(5, 4, name="n5", amount="5.00")]
+    third = [ev("u", 3, row(1, "c", "3.00"), row(1, "a", "1.00")), ev("c", 1, row(4, "a", "1.00"))]
+    done = {"t": [(1, "c", Decimal("5.00")), (2, "f", Decimal("4.00")), (3, "d", Decimal("5.00")), (4, "n6", Decimal("5.00"))]}
+    return [
+        (first, {"t": [(1, None, Decimal("5.00")), (2, "d", Decimal("4.00")), (3, "d", Decimal("4.00")), (4, "n6", None)]}),
+        (second, {"t": [(1, "a", Decimal("5.00")), (2, "f", Decimal("4.00")), (3, "d", Decimal("5.00")), (4, "n6", Decimal("5.00"))]}),
+        (third + first + second, done),
+    ]
+
+
 SCENARIOS = {
     "order": _greatest_position_wins_in_any_arrival_order,
     "ties": _equal_positions_keep_arrival_order,
@@ -578,6 +603,7 @@ SCENARIOS = {
     "keylessdup": _keyless_identical_rows_stay_separate,
     "keylesspart": _keyless_partial_update_before_its_insert_in_an_earlier_batch,
     "partmove": _partial_update_that_changes_the_key_moves_the_whole_row,
+    "colpos": _partial_updates_keep_positions_per_column,
     "rename": _table_rename_moves_the_rows,
     "renlate": _late_events_of_a_renamed_table_follow_it,
 }
