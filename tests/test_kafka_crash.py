@@ -1,6 +1,6 @@
 """Exactly once under crashes: while a producer writes a simulator workload into a Kafka topic,
 the running ``cdclake ingest`` (a real process, the CLI) is killed with SIGKILL at random
-moments (twice in the ``ci`` profile, eight in ``thorough``) and started again each time;
+moments (once in the ``ci`` profile, eight times in ``thorough``) and started again each time;
 once the broker itself is restarted under the running query; the last run is stopped with
 SIGTERM (exit 0). An ``--available-now`` run then drains the topic. The tables equal the
 simulator's final state, and the changelog holds every event exactly once (as many rows as the
@@ -32,8 +32,11 @@ pytestmark = pytest.mark.kafka
 
 REPO = Path(__file__).resolve().parent.parent
 #: SIGKILLs: each costs a JVM start and a first micro-batch (25-60 s here), so the derandomized
-#: ``ci`` profile kills twice (the broker restart under the second run), ``thorough`` eight
-KILLS = 8 if os.environ.get("HYPOTHESIS_PROFILE") == "thorough" else 2
+#: ``ci`` profile kills once (after the broker restart under that run; twice until session 24,
+#: cut for the suite's time budget), ``thorough`` eight times (the broker restart under the second)
+KILLS = 8 if os.environ.get("HYPOTHESIS_PROFILE") == "thorough" else 1
+#: the run under which the broker restarts
+RESTART_UNDER = min(1, KILLS - 1)
 #: the test's randomness is seeded: the same kill moments on every run of the suite
 SEED = 7
 
@@ -99,7 +102,7 @@ def test_kill_9_at_random_moments_loses_and_doubles_nothing(spark, kafka_broker,
     for k in range(KILLS):
         run = Ingest(kafka_broker.bootstrap, topic, target, checkpoint)
         run.wait_for_batch()
-        if k == 1:  # the broker goes away and comes back under the running query
+        if k == RESTART_UNDER:  # the broker goes away and comes back under the running query
             kafka_broker.restart()
             run.wait_for_batch()
         time.sleep(rnd.uniform(0.0, 3.0))
