@@ -1006,6 +1006,11 @@ def _fold_partial(rows: DataFrame, keys: list[str], names: list[str], alias: dic
     return seg.groupBy(*keys).agg(*aggs)
 
 
+#: SQL: an order below every change's (rank -1): what a stored row's column that its
+#: :data:`COLUMN_ORDERS` map does not name counts as
+_LOWEST_ORDER = f"CAST(named_struct('_rank', -1, 'pos', array(), '_sub', 0, 'file', NULL, 'line', NULL, 'part', NULL, 'off', NULL) AS {ORDER_TYPE})"
+
+
 def _fold_by_column(spark: SparkSession, rows: DataFrame, plan: TablePlan, columns: dict[str, str], path: str | None) -> DataFrame:
     """Per-column positions: each key's new row from the batch's change rows (``rows`` of
     :func:`change_rows`) and the table's row of the key (``path``; None: a new table), each
@@ -1013,7 +1018,9 @@ def _fold_by_column(spark: SparkSession, rows: DataFrame, plan: TablePlan, colum
     (insert, snapshot read, delete, full update) on, whatever the arrival order.
 
     The table's row is a point whose columns have their own orders (:data:`COLUMN_ORDERS`, or
-    the row's order for every column when null); it counts as a full image only then. So an
+    the row's order for every column when null; a column the map does not name, the lowest
+    order: its value, NULL for a column no change has set yet, stays until a change sets it);
+    it counts as a full image only when the map is null. So an
     older insert arriving after a partial update fills the columns the update did not carry,
     an older full image folded with a newer partial update does not undo the columns a newer
     full image of the table set, and an older partial update sets a column only where it is
@@ -1050,11 +1057,19 @@ def _fold_by_column(spark: SparkSession, rows: DataFrame, plan: TablePlan, colum
             F.col("_cdc_event_time_ms").alias("_etime"), F.col(q(COLUMN_ORDERS)).alias("_m"),
         )
         match = reduce(lambda a, b: a & b, [table[k].eqNullSafe(wanted["_w" + k]) for k in keys])
+        def stored(n: str):
+            """The order the row's map gives column ``n`` (under its old name when the batch's DDL
+            renamed it), else :data:`_LOWEST_ORDER`: the row's value stays unless a change sets it
+            (a column added later, renamed in an earlier batch, or never set: NULL)."""
+            o = F.element_at("_m", F.lit(n))
+            if n in plan.renames:
+                o = F.coalesce(o, F.element_at("_m", F.lit(plan.renames[n])))
+            return F.coalesce(o, F.expr(_LOWEST_ORDER))
+
         table = table.join(F.broadcast(wanted), match, "left_semi").select(
             *[alias[n] for n in names], "_ord", "_op", "_pos_text", "_etime",
             F.col("_m").isNull().alias("_full"),
-            *[F.when(F.col("_m").isNull(), F.col("_ord")).otherwise(F.element_at("_m", F.lit(n))).alias("_o" + alias[n])
-              for n in names if n not in plan.key],
+            *[F.when(F.col("_m").isNull(), F.col("_ord")).otherwise(stored(n)).alias("_o" + alias[n]) for n in names if n not in plan.key],
             F.lit(True).alias("_t"),
         )
         points = batch.unionByName(table)
@@ -1078,8 +1093,10 @@ def _fold_by_column(spark: SparkSession, rows: DataFrame, plan: TablePlan, colum
         o, t = F.col("_o" + a), F.col("_t_o" + a)
         changed = changed | (o.isNotNull() & (t.isNull() | (o > t)))
         same = same & o.eqNullSafe(F.col("_ord"))
-    entries = F.array_compact(F.array(*[F.when(F.col("_o" + alias[n]).isNotNull(), F.struct(F.lit(n).alias("key"), F.col("_o" + alias[n]).alias("value")))
-                                        for n in names if n not in plan.key]))
+    entries = F.array_compact(F.array(*[
+        F.when(F.col("_o" + alias[n])["_rank"] >= 0, F.struct(F.lit(n).alias("key"), F.col("_o" + alias[n]).alias("value")))
+        for n in names if n not in plan.key
+    ]))
     return folded.select(
         *[alias[n] for n in names],
         *[F.lit(True).alias("_p" + a) for a in keys],

@@ -227,6 +227,13 @@ def waves(renames: list[TableRename]) -> list[list[TableRename]]:
     return out
 
 
+def _not_applied(spark: SparkSession, target: str, r: TableRename, why: str) -> None:
+    """Record in ``_cdclake/schema_history`` (under the old name) that rename step ``r`` was not
+    applied, and ``why``."""
+    audit.record_schema_changes(spark, target, [(r.old_name, None, None, f"not applied: table renamed to {r.new_name} at the source"
+                                                 f" (position {r.text}): {why}", r.ddl, r.text)])
+
+
 def apply_renames(
     spark: SparkSession,
     target: str,
@@ -265,8 +272,7 @@ def apply_renames(
         for r in wave:
             old, new = r.old_name, r.new_name
             if not DeltaTable.isDeltaTable(spark, table_path(target, old)):
-                audit.record_schema_changes(spark, target, [(old, None, None, f"not applied: table renamed to {new} at the source"
-                                                             f" (position {r.text}): no table {old} was written here", r.ddl, r.text)])
+                _not_applied(spark, target, r, f"no table {old} was written here")
                 continue
             state = states.get(old, TableState())
             m, e, columns, history = _step_events(spark, table_path(target, old), r, keys.get(new) or keys.get(old), state)
@@ -275,9 +281,7 @@ def apply_renames(
                 made = guarded(new, lambda: _create_empty(spark, table_path(target, new), columns, history))
                 if isinstance(made, TableFailed):  # the file system or Delta refuses the new table: the
                     # old one keeps its rows, and the step is tried again with the next delivery
-                    audit.record_schema_changes(spark, target, [(old, None, None, f"not applied: table renamed to {new} at the"
-                                                                 f" source (position {r.text}): table {new} could not be created"
-                                                                 f" here: {made.reason}", r.ddl, r.text)])
+                    _not_applied(spark, target, r, f"table {new} could not be created here: {made.reason}")
                     out.append(ApplyResult(new, failed=f"{made.code}: {made.reason}"))
                     continue
             moves.append(m)
