@@ -20,7 +20,7 @@ Semantics (DESIGN.md, "Semantics the applier guarantees"):
 * a partial image (``present`` set) changes only the columns it carries, also when several
   partial updates of one key meet in a batch (they are folded column by column); a table with
   a key keeps per-column positions from its first partial image on (:data:`COLUMN_ORDERS`,
-  :func:`_fold_by_column`): each column holds the value of the newest change that set it, so
+  :func:`_by_column_sets`): each column holds the value of the newest change that set it, so
   a partial update applied before its row's older insert gets its other columns from that
   insert when it arrives, in whatever batch;
 * a full image sets every column: a column missing from the image is NULL;
@@ -597,14 +597,13 @@ def _merge(
     """MERGE ``src`` into the table; the metrics go to ``result``. False when Delta skipped the
     MERGE: the session's transaction identity was already committed to the table.
 
-    ``by_column``: the table keeps per-column positions (:data:`COLUMN_ORDERS`); ``src`` is then
-    :func:`_fold_by_column`'s, each key's whole new row (the table's row folded in), written
-    where it changed (``_changed``)."""
+    ``by_column``: the table keeps per-column positions (:data:`COLUMN_ORDERS`; ``src`` has
+    :func:`_fold_partial`'s ``_o_c<i>`` and ``_orders``): see :func:`_by_column_sets`."""
     key = plan.key or list(columns)
     names = list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
     cond = F.expr(merge_condition_sql(plan, columns))
-    wins = "s._changed" if by_column else f"({_order_of_change('s._ord')} > {_order_of_row('t', plan.snapshot_by_position)})"
+    wins = f"({_order_of_change('s._ord')} > {_order_of_row('t', plan.snapshot_by_position)})"
     meta = {
         "_cdc_position": "s._ord.pos",
         "_cdc_position_text": "s._pos_text",
@@ -612,24 +611,27 @@ def _merge(
         "_cdc_event_time_ms": "s._etime",
         "_cdc_record": _record_of("s._ord"),
     }
+    insert = {q(n): f"s.{alias[n]}" for n in names}
+    insert.update({q(k): v for k, v in meta.items()})
     if by_column:
-        meta[COLUMN_ORDERS] = f"CAST(s._orders AS {PARTIAL_COLUMNS[COLUMN_ORDERS]})"
-    if plan.partial and not by_column:
+        insert[q(COLUMN_ORDERS)] = "s._orders"
+        update, changes = _by_column_sets(plan, names, alias, meta, wins)
+    elif plan.partial:
         update = {
             q(n): f"s.{alias[n]}" if n in key else f"CASE WHEN s._p{alias[n]} THEN s.{alias[n]} ELSE t.{q(n)} END"
             for n in names
         }
     else:
         update = {q(n): f"s.{alias[n]}" for n in names}
-    update.update({q(k): v for k, v in meta.items()})
-    insert = {q(n): f"s.{alias[n]}" for n in names}
-    insert.update({q(k): v for k, v in meta.items()})
+    if not by_column:
+        update.update({q(k): v for k, v in meta.items()})
+        changes = wins
     metrics = (
         DeltaTable.forPath(spark, path)
         .alias("t")
         .merge(src.alias("s"), cond)
         .whenMatchedDelete(condition=f"s._op = 'd' AND {wins}")
-        .whenMatchedUpdate(condition=f"s._op != 'd' AND {wins}", set=update)
+        .whenMatchedUpdate(condition=f"s._op != 'd' AND ({changes})", set=update)
         .whenNotMatchedInsert(condition="s._op != 'd'", values=insert)
         .execute()
         .first()
@@ -640,6 +642,51 @@ def _merge(
     result.updated = int(metrics["num_updated_rows"] or 0)
     result.deleted = int(metrics["num_deleted_rows"] or 0)
     return True
+
+
+def _by_column_sets(plan: TablePlan, names: list[str], alias: dict[str, str], meta: dict[str, str], wins: str) -> tuple[dict[str, str], str]:
+    """Per-column positions in the MERGE (:data:`COLUMN_ORDERS`): the update's SET and its
+    condition (SQL), for a source ``s`` folded with per-column orders (``s._o_c<i>``, null for
+    a column the batch does not carry; :func:`_fold_partial`) and a row ``t``.
+
+    A column of the row has the order its map gives it (under its old name too when the
+    batch's DDL renamed it), the row's own order when the map is null, else the lowest order
+    (:data:`_LOWEST_ORDER`: a column no change has set yet, or one renamed in an earlier batch,
+    keeps its value until a change sets it). Each column takes the source's value where the
+    source's order for it is greater; the row's ``_cdc_`` columns follow the source only where
+    the source's change is newer than the row's (``wins``); the map is written again (null when
+    every column has the row's order). The update applies where the source is newer than the
+    row or sets a column: an older insert arriving after a partial update fills the columns the
+    update did not carry, and an older change never undoes a newer one's column."""
+    row = _ord_sql(rank_sql("t._cdc_op", plan.snapshot_by_position), "t._cdc_position", "1", "t._cdc_record")
+    m = f"t.{q(COLUMN_ORDERS)}"
+    update: dict[str, str] = {}
+    takes: list[str] = []
+    orders: list[tuple[str, str]] = []
+    for n in names:
+        a = alias[n]
+        if n in plan.key:
+            update[q(n)] = f"s.{a}"
+            continue
+        stored = f"element_at({m}, {_lit(n)})"
+        if n in plan.renames:
+            stored = f"coalesce({stored}, element_at({m}, {_lit(plan.renames[n])}))"
+        has = f"(CASE WHEN {m} IS NULL THEN {row} ELSE coalesce({stored}, {_LOWEST_ORDER}) END)"
+        take = f"(s._o{a} IS NOT NULL AND s._o{a} > {has})"
+        takes.append(take)
+        update[q(n)] = f"CASE WHEN {take} THEN s.{a} ELSE t.{q(n)} END"
+        orders.append((n, f"(CASE WHEN {take} THEN s._o{a} ELSE {has} END)"))
+    for k, v in meta.items():
+        update[q(k)] = f"CASE WHEN {wins} THEN {v} ELSE t.{q(k)} END"
+    new_row = f"(CASE WHEN {wins} THEN CAST(s._ord AS {ORDER_TYPE}) ELSE {row} END)"
+    if orders:
+        same = " AND ".join(f"{o} <=> {new_row}" for _, o in orders)
+        entries = ", ".join(f"CASE WHEN {o}._rank >= 0 THEN named_struct('key', {_lit(n)}, 'value', {o}) END" for n, o in orders)
+        update[q(COLUMN_ORDERS)] = (f"CAST(CASE WHEN {same} THEN NULL ELSE map_from_entries(array_compact(array({entries}))) END"
+                                    f" AS {PARTIAL_COLUMNS[COLUMN_ORDERS]})")
+    else:
+        update[q(COLUMN_ORDERS)] = f"CAST(NULL AS {PARTIAL_COLUMNS[COLUMN_ORDERS]})"
+    return update, " OR ".join([wins, *takes])
 
 
 def _table_events(events: DataFrame, plan: TablePlan) -> DataFrame:
@@ -900,9 +947,9 @@ def _fold(
     images), typed as the table's columns ``_c<i>``, with ``_op``, ``_ord`` (the order struct),
     ``_pos_text``, ``_etime``, ``_p_c<i>`` (column carried) and ``_key_json``. Persisted; returns
     it and the frames to unpersist. ``path``: the existing table (None: created by this batch),
-    read for the rows that partial updates move to a new key (:func:`fill_moves`) and, with
-    ``by_column`` (the table keeps :data:`COLUMN_ORDERS`), for the rows of the batch's keys
-    (:func:`_fold_by_column`, whose columns ``src`` then has)."""
+    read only for the rows that partial updates move to a new key (:func:`fill_moves`).
+    ``by_column``: the table keeps :data:`COLUMN_ORDERS`: ``src`` also has ``_o_c<i>`` and
+    ``_orders`` (:func:`_fold_partial`), which the MERGE compares with the row's."""
     key = plan.key or list(columns)
     names = list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
@@ -913,10 +960,8 @@ def _fold(
         frames.append(rows)
         rows = fill_moves(rows, _table_points(spark, path, plan, columns) if path else None, plan, columns)
     keys = [alias[k] for k in key]
-    if by_column:
-        src = _fold_by_column(spark, rows, plan, columns, path)
-    elif plan.partial:
-        src = _fold_partial(rows, keys, names, alias)
+    if by_column or plan.partial:
+        src = _fold_partial(rows, keys, names, alias, orders=by_column)
     else:
         payload = [c for c in rows.columns if c not in keys]
         src = rows.groupBy(*keys).agg(F.max_by(F.struct(*payload), "_ord").alias("w")).select(*keys, "w.*")
@@ -983,9 +1028,14 @@ def _drop_older_than_deletes(
     return src.join(deletes, "_key_json", "left").where(F.col("_tomb").isNull() | (newer > F.col("_tomb"))).drop("_tomb")
 
 
-def _fold_partial(rows: DataFrame, keys: list[str], names: list[str], alias: dict[str, str]) -> DataFrame:
+def _fold_partial(rows: DataFrame, keys: list[str], names: list[str], alias: dict[str, str], orders: bool = False) -> DataFrame:
     """Fold a key's events into one row: from the key's last full image (insert, snapshot,
-    delete or full update) on, each column takes the value of the latest event carrying it."""
+    delete or full update) on, each column takes the value of the latest event carrying it.
+
+    ``orders`` (per-column positions, :data:`COLUMN_ORDERS`): the row also gets ``_o_c<i>``
+    per non-key column (:data:`ORDER_TYPE`: the order of the change whose value it took; null
+    when no change of the batch carries it) and ``_orders`` (those as a map by column name,
+    null when every column's is the row's ``_ord``)."""
     w = Window.partitionBy(*keys)
     full = F.col("_op").isin("c", "r", "d") | F.col("_present").isNull()
     seg = rows.withColumn("_last_full", F.max(F.when(full, F.col("_ord"))).over(w)).where(
@@ -997,114 +1047,29 @@ def _fold_partial(rows: DataFrame, keys: list[str], names: list[str], alias: dic
         F.max_by("_pos_text", "_ord").alias("_pos_text"),
         F.max_by("_etime", "_ord").alias("_etime"),
     ]
-    for n in names:
+    values = [n for n in names if alias[n] not in keys]
+    for n in values:
         a = alias[n]
-        if a in keys:
-            continue
         aggs.append(F.max_by(a, F.when(F.col("_p" + a), F.col("_ord"))).alias(a))
         aggs.append(F.bool_or("_p" + a).alias("_p" + a))
-    return seg.groupBy(*keys).agg(*aggs)
+        if orders:
+            aggs.append(F.max(F.when(F.col("_p" + a), F.col("_ord").cast(ORDER_TYPE))).alias("_o" + a))
+    folded = seg.groupBy(*keys).agg(*aggs)
+    if not orders:
+        return folded
+    if not values:
+        return folded.withColumn("_orders", F.lit(None).cast(PARTIAL_COLUMNS[COLUMN_ORDERS]))
+    row = F.col("_ord").cast(ORDER_TYPE)
+    same = reduce(lambda x, y: x & y, [F.col("_o" + alias[n]).eqNullSafe(row) for n in values])
+    entries = F.array_compact(F.array(*[
+        F.when(F.col("_o" + alias[n]).isNotNull(), F.struct(F.lit(n).alias("key"), F.col("_o" + alias[n]).alias("value"))) for n in values
+    ]))
+    return folded.withColumn("_orders", F.when(same, F.lit(None)).otherwise(F.map_from_entries(entries)).cast(PARTIAL_COLUMNS[COLUMN_ORDERS]))
 
 
 #: SQL: an order below every change's (rank -1): what a stored row's column that its
 #: :data:`COLUMN_ORDERS` map does not name counts as
 _LOWEST_ORDER = f"CAST(named_struct('_rank', -1, 'pos', array(), '_sub', 0, 'file', NULL, 'line', NULL, 'part', NULL, 'off', NULL) AS {ORDER_TYPE})"
-
-
-def _fold_by_column(spark: SparkSession, rows: DataFrame, plan: TablePlan, columns: dict[str, str], path: str | None) -> DataFrame:
-    """Per-column positions: each key's new row from the batch's change rows (``rows`` of
-    :func:`change_rows`) and the table's row of the key (``path``; None: a new table), each
-    column taking the value of the latest change that set it, from the key's latest full image
-    (insert, snapshot read, delete, full update) on, whatever the arrival order.
-
-    The table's row is a point whose columns have their own orders (:data:`COLUMN_ORDERS`, or
-    the row's order for every column when null; a column the map does not name, the lowest
-    order: its value, NULL for a column no change has set yet, stays until a change sets it);
-    it counts as a full image only when the map is null. So an
-    older insert arriving after a partial update fills the columns the update did not carry,
-    an older full image folded with a newer partial update does not undo the columns a newer
-    full image of the table set, and an older partial update sets a column only where it is
-    newer than the column's value.
-
-    Returns the change-row shape :func:`_fold` returns (one row per key: ``_c<i>``,
-    ``_p_c<i>`` (the column's value is known), ``_op``, ``_ord``, ``_pos_text``, ``_etime``)
-    plus ``_orders`` (map<string, :data:`ORDER_TYPE`>: each known non-key column's order; null
-    when every column has the row's order) and ``_changed`` (boolean: the batch changes the
-    key's row). Window and aggregate functions only (one pass; no lambda)."""
-    names = list(columns)
-    alias = {n: f"_c{i}" for i, n in enumerate(names)}
-    keys = [alias[k] for k in plan.key]
-    values = [alias[n] for n in names if n not in plan.key]
-    ord_ = F.col("_ord").cast(ORDER_TYPE)
-    batch = rows.select(
-        *[alias[n] for n in names],
-        ord_.alias("_ord"), "_op", "_pos_text", "_etime",
-        (F.col("_op").isin("c", "r", "d") | F.col("_present").isNull()).alias("_full"),
-        *[F.when(F.col("_p" + a), ord_).alias("_o" + a) for a in values],
-        F.lit(False).alias("_t"),
-    )
-    points = batch
-    if path is not None:
-        table = spark.read.format("delta").load(path)
-        rng = key_range_sql(plan, columns)
-        if rng is not None:
-            table = table.where(rng)
-        wanted = batch.select(*[F.col(k).alias("_w" + k) for k in keys]).distinct()
-        table = table.select(
-            *[F.col(q(n)).alias(alias[n]) for n in names],
-            F.expr(_ord_sql(rank_sql("_cdc_op", plan.snapshot_by_position), "_cdc_position", "1", "_cdc_record")).alias("_ord"),
-            F.col("_cdc_op").alias("_op"), F.col("_cdc_position_text").alias("_pos_text"),
-            F.col("_cdc_event_time_ms").alias("_etime"), F.col(q(COLUMN_ORDERS)).alias("_m"),
-        )
-        match = reduce(lambda a, b: a & b, [table[k].eqNullSafe(wanted["_w" + k]) for k in keys])
-        def stored(n: str):
-            """The order the row's map gives column ``n`` (under its old name when the batch's DDL
-            renamed it), else :data:`_LOWEST_ORDER`: the row's value stays unless a change sets it
-            (a column added later, renamed in an earlier batch, or never set: NULL)."""
-            o = F.element_at("_m", F.lit(n))
-            if n in plan.renames:
-                o = F.coalesce(o, F.element_at("_m", F.lit(plan.renames[n])))
-            return F.coalesce(o, F.expr(_LOWEST_ORDER))
-
-        table = table.join(F.broadcast(wanted), match, "left_semi").select(
-            *[alias[n] for n in names], "_ord", "_op", "_pos_text", "_etime",
-            F.col("_m").isNull().alias("_full"),
-            *[F.when(F.col("_m").isNull(), F.col("_ord")).otherwise(stored(n)).alias("_o" + alias[n]) for n in names if n not in plan.key],
-            F.lit(True).alias("_t"),
-        )
-        points = batch.unionByName(table)
-    last_full = F.col("_last_full")
-    seg = points.withColumn("_last_full", F.max(F.when(F.col("_full"), F.col("_ord"))).over(Window.partitionBy(*keys)))
-    seg = seg.where(last_full.isNull() | (F.col("_ord") >= last_full))
-    aggs = [
-        F.max_by("_op", "_ord").alias("_op"),
-        F.max("_ord").alias("_ord"),
-        F.max_by("_pos_text", "_ord").alias("_pos_text"),
-        F.max_by("_etime", "_ord").alias("_etime"),
-        F.max(F.when(F.col("_t"), F.col("_ord"))).alias("_t_ord"),
-    ]
-    for a in values:
-        o = F.when(last_full.isNull() | (F.col("_o" + a) >= last_full), F.col("_o" + a))
-        aggs += [F.max_by(a, o).alias(a), F.max(o).alias("_o" + a), F.max(F.when(F.col("_t"), F.col("_o" + a))).alias("_t_o" + a)]
-    folded = seg.groupBy(*keys).agg(*aggs)
-    changed = F.col("_t_ord").isNull() | (F.col("_ord") > F.col("_t_ord"))
-    same = F.lit(True)
-    for a in values:
-        o, t = F.col("_o" + a), F.col("_t_o" + a)
-        changed = changed | (o.isNotNull() & (t.isNull() | (o > t)))
-        same = same & o.eqNullSafe(F.col("_ord"))
-    entries = F.array_compact(F.array(*[
-        F.when(F.col("_o" + alias[n])["_rank"] >= 0, F.struct(F.lit(n).alias("key"), F.col("_o" + alias[n]).alias("value")))
-        for n in names if n not in plan.key
-    ]))
-    return folded.select(
-        *[alias[n] for n in names],
-        *[F.lit(True).alias("_p" + a) for a in keys],
-        *[F.col("_o" + a).isNotNull().alias("_p" + a) for a in values],
-        "_op", "_ord", "_pos_text", "_etime",
-        (F.when(same, F.lit(None)).otherwise(F.map_from_entries(entries)) if values else F.lit(None)).cast(PARTIAL_COLUMNS[COLUMN_ORDERS]).alias("_orders"),
-        changed.alias("_changed"),
-    )
 
 
 def truncate_sql(point: tuple) -> str:
