@@ -679,13 +679,7 @@ def _by_column_sets(plan: TablePlan, names: list[str], alias: dict[str, str], me
     for k, v in meta.items():
         update[q(k)] = f"CASE WHEN {wins} THEN {v} ELSE t.{q(k)} END"
     new_row = f"(CASE WHEN {wins} THEN CAST(s._ord AS {ORDER_TYPE}) ELSE {row} END)"
-    if orders:
-        same = " AND ".join(f"{o} <=> {new_row}" for _, o in orders)
-        entries = ", ".join(f"CASE WHEN {o}._rank >= 0 THEN named_struct('key', {_lit(n)}, 'value', {o}) END" for n, o in orders)
-        update[q(COLUMN_ORDERS)] = (f"CAST(CASE WHEN {same} THEN NULL ELSE map_from_entries(array_compact(array({entries}))) END"
-                                    f" AS {PARTIAL_COLUMNS[COLUMN_ORDERS]})")
-    else:
-        update[q(COLUMN_ORDERS)] = f"CAST(NULL AS {PARTIAL_COLUMNS[COLUMN_ORDERS]})"
+    update[q(COLUMN_ORDERS)] = _orders_map_sql(orders, new_row)
     return update, " OR ".join([wins, *takes])
 
 
@@ -1057,14 +1051,19 @@ def _fold_partial(rows: DataFrame, keys: list[str], names: list[str], alias: dic
     folded = seg.groupBy(*keys).agg(*aggs)
     if not orders:
         return folded
-    if not values:
-        return folded.withColumn("_orders", F.lit(None).cast(PARTIAL_COLUMNS[COLUMN_ORDERS]))
-    row = F.col("_ord").cast(ORDER_TYPE)
-    same = reduce(lambda x, y: x & y, [F.col("_o" + alias[n]).eqNullSafe(row) for n in values])
-    entries = F.array_compact(F.array(*[
-        F.when(F.col("_o" + alias[n]).isNotNull(), F.struct(F.lit(n).alias("key"), F.col("_o" + alias[n]).alias("value"))) for n in values
-    ]))
-    return folded.withColumn("_orders", F.when(same, F.lit(None)).otherwise(F.map_from_entries(entries)).cast(PARTIAL_COLUMNS[COLUMN_ORDERS]))
+    return folded.withColumn("_orders", F.expr(_orders_map_sql([(n, f"_o{alias[n]}") for n in values], f"CAST(_ord AS {ORDER_TYPE})")))
+
+
+def _orders_map_sql(orders: list[tuple[str, str]], row: str) -> str:
+    """SQL: the :data:`COLUMN_ORDERS` value of a row whose non-key columns have the orders
+    ``orders`` (column name, SQL of its :data:`ORDER_TYPE` order, null or :data:`_LOWEST_ORDER`
+    for a column not known): null when every column's order is the row's (``row``, SQL), else
+    the map of the known ones."""
+    if not orders:
+        return f"CAST(NULL AS {PARTIAL_COLUMNS[COLUMN_ORDERS]})"
+    same = " AND ".join(f"{o} <=> {row}" for _, o in orders)
+    entries = ", ".join(f"CASE WHEN {o}._rank >= 0 THEN named_struct('key', {_lit(n)}, 'value', {o}) END" for n, o in orders)
+    return f"CAST(CASE WHEN {same} THEN NULL ELSE map_from_entries(array_compact(array({entries}))) END AS {PARTIAL_COLUMNS[COLUMN_ORDERS]})"
 
 
 #: SQL: an order below every change's (rank -1): what a stored row's column that its
