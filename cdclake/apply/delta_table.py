@@ -854,9 +854,10 @@ def fill_moves(
     batch's own changes of the old key and ``prior``. Returns ``rows`` without ``_from``.
 
     ``prior``: the table's rows as full images in the shape of change rows (``_c<i>``,
-    ``_op``, ``_ord`` (:data:`ORDER_TYPE`; a union ignores its fields' nullability), ``_pos_text``, ``_etime``; ``_p_c<i>`` and
-    ``_present`` are ignored: every column counts as carried), or None for a new table; it is
-    joined with the moved keys (broadcast). ``truncates``: ``_ord`` of the
+    ``_op``, ``_ord`` (:data:`ORDER_TYPE`; a union ignores its fields' nullability), ``_pos_text``, ``_etime``: every column counts as carried at the row's
+    order; with ``_o_c<i>``, ``_p_c<i>`` and ``_present`` as well, per-column orders of a table
+    with :data:`COLUMN_ORDERS`, :func:`_table_points`), or None for a new table; it is joined
+    with the moved keys (broadcast). ``truncates``: ``_ord`` of the
     batch's truncates that ``rows`` still hold changes older than (SCD type 2; SCD type 1
     truncates the table and drops those changes first), or None.
 
@@ -885,12 +886,18 @@ def fill_moves(
         own_delete = F.col("_ord").withField("_sub", F.lit(0)).eqNullSafe(w["_m_ord"].withField("_sub", F.lit(0)))
         return df.join(w, cond & ~own_delete)
 
+    def each(df: DataFrame) -> list:  # a change's order for each column it carries
+        return [F.when(F.col("_p" + a), F.col("_ord").cast(ORDER_TYPE)).alias("_o" + a) for a in values]
+
+    orders = ["_o" + a for a in values]
     own = before_the_move(rows.select(*values, *flags, *_ROW_META))
-    parts = [own.select(*values, *flags, *_ROW_META, "_m_from", "_m_ord")]
+    parts = [own.select(*values, *flags, *_ROW_META, *each(own), "_m_from", "_m_ord")]
     if prior is not None:
-        known = prior.select(*values, *[F.lit(True).alias(f) for f in flags], "_op", F.lit(None).cast("array<string>").alias("_present"),
-                             F.col("_ord").cast(ORDER_TYPE).alias("_ord"), "_pos_text", "_etime")
-        parts.append(before_the_move(known).select(*values, *flags, *_ROW_META, "_m_from", "_m_ord"))
+        if orders[0] not in prior.columns:  # full images: every column has the row's order
+            prior = prior.select(*values, *[F.lit(True).alias(f) for f in flags], "_op", F.lit(None).cast("array<string>").alias("_present"),
+                                 F.col("_ord").cast(ORDER_TYPE).alias("_ord"), "_pos_text", "_etime")
+            prior = prior.select("*", *each(prior))
+        parts.append(before_the_move(prior).select(*values, *flags, *_ROW_META, *orders, "_m_from", "_m_ord"))
     if truncates is not None:  # a truncate ends every key: its point has no values
         types = rows.schema
         ended = truncates.select(F.col("_ord").cast(ORDER_TYPE).alias("_ord")).join(
@@ -898,8 +905,9 @@ def fill_moves(
         parts.append(ended.select(*[F.lit(None).cast(types[a].dataType).alias(a) for a in values], *[F.lit(True).alias(f) for f in flags],
                                   F.lit("t").alias("_op"), F.lit(None).cast("array<string>").alias("_present"), "_ord",
                                   F.lit(None).cast(types["_pos_text"].dataType).alias("_pos_text"),
-                                  F.lit(None).cast(types["_etime"].dataType).alias("_etime"), "_m_from", "_m_ord"))
-    state = _fold_partial(reduce(DataFrame.unionByName, parts), ["_m_from", "_m_ord"], names, alias).select(
+                                  F.lit(None).cast(types["_etime"].dataType).alias("_etime"), *[F.col("_ord").alias(o) for o in orders],
+                                  "_m_from", "_m_ord"))
+    state = _fold_partial(reduce(DataFrame.unionByName, parts), ["_m_from", "_m_ord"], names, alias, given=True).select(
         "_m_from", "_m_ord", F.col("_op").alias("_s_op"), *[F.col(c).alias("_s" + c) for c in values + flags]
     )
     m = rows.where(moving).join(state, F.col("_from").eqNullSafe(F.col("_m_from")) & F.col("_ord").eqNullSafe(F.col("_m_ord")), "left")
@@ -952,7 +960,7 @@ def _fold(
     if "_from" in rows.columns:  # read four times by fill_moves: once
         rows = rows.persist()
         frames.append(rows)
-        rows = fill_moves(rows, _table_points(spark, path, plan, columns) if path else None, plan, columns)
+        rows = fill_moves(rows, _table_points(spark, path, plan, columns, by_column) if path else None, plan, columns)
     keys = [alias[k] for k in key]
     if by_column or plan.partial:
         src = _fold_partial(rows, keys, names, alias, orders=by_column)
@@ -966,22 +974,48 @@ def _fold(
     return src, [src, *frames]
 
 
-def _table_points(spark: SparkSession, path: str, plan: TablePlan, columns: dict[str, str]) -> DataFrame:
-    """The rows of the table at ``path`` as full change rows (``_c<i>`` in ``columns`` order,
+def _table_points(spark: SparkSession, path: str, plan: TablePlan, columns: dict[str, str], by_column: bool = False) -> DataFrame:
+    """The rows of the table at ``path`` as change rows (``_c<i>`` in ``columns`` order,
     ``_op``, ``_ord`` (:data:`ORDER_TYPE`), ``_pos_text``, ``_etime``) for
     :func:`fill_moves`: only those within the batch's key range (:func:`key_range_sql`, which
-    holds the moved old keys: before images count), so that Delta skips the files outside it."""
-    ord_sql = _ord_sql(rank_sql("_cdc_op", plan.snapshot_by_position), "_cdc_position", "1", "_cdc_record")
+    holds the moved old keys: before images count), so that Delta skips the files outside it.
+
+    ``by_column`` (the table keeps :data:`COLUMN_ORDERS`): also ``_p_c<i>`` (true),
+    ``_o_c<i>`` (the column's order: the map's, the row's when the map is null, else
+    :data:`_LOWEST_ORDER`, as :func:`_by_column_sets` reads it) and ``_present`` (null when the
+    map is; a row with a map is a partial image, op ``u``), so that a change of the batch older
+    than the row but newer than one of its columns still sets that column (an insert arriving
+    after a partial update: a column no change had set is not read as a known NULL). Without
+    it every row is a full image at the row's order."""
+    row = _ord_sql(rank_sql("_cdc_op", plan.snapshot_by_position), "_cdc_position", "1", "_cdc_record")
     table = spark.read.format("delta").load(path)
     rng = key_range_sql(plan, columns)
     if rng is not None:
         table = table.where(rng)
+    alias = {n: f"_c{i}" for i, n in enumerate(columns)}
+    per_column = []
+    if by_column:
+        m = q(COLUMN_ORDERS)
+        for n in columns:
+            if n in plan.key:
+                order = row
+            else:
+                stored = f"element_at({m}, {_lit(n)})"
+                if n in plan.renames:
+                    stored = f"coalesce({stored}, element_at({m}, {_lit(plan.renames[n])}))"
+                order = f"CASE WHEN {m} IS NULL THEN {row} ELSE coalesce({stored}, {_LOWEST_ORDER}) END"
+            per_column += [F.lit(True).alias("_p" + alias[n]), F.expr(order).alias("_o" + alias[n])]
+        per_column.append(F.expr(f"CASE WHEN {m} IS NOT NULL THEN array() END").cast("array<string>").alias("_present"))
+    op = F.col("_cdc_op")
+    if by_column:
+        op = F.when(F.col(q(COLUMN_ORDERS)).isNotNull(), F.lit("u")).otherwise(op)
     return table.select(
-        *[F.col(q(n)).alias(f"_c{i}") for i, n in enumerate(columns)],
-        F.col("_cdc_op").alias("_op"),
-        F.expr(ord_sql).alias("_ord"),
+        *[F.col(q(n)).alias(alias[n]) for n in columns],
+        op.alias("_op"),
+        F.expr(row).alias("_ord"),
         F.col("_cdc_position_text").alias("_pos_text"),
         F.col("_cdc_event_time_ms").alias("_etime"),
+        *per_column,
     )
 
 
@@ -1022,9 +1056,16 @@ def _drop_older_than_deletes(
     return src.join(deletes, "_key_json", "left").where(F.col("_tomb").isNull() | (newer > F.col("_tomb"))).drop("_tomb")
 
 
-def _fold_partial(rows: DataFrame, keys: list[str], names: list[str], alias: dict[str, str], orders: bool = False) -> DataFrame:
+def _fold_partial(
+    rows: DataFrame, keys: list[str], names: list[str], alias: dict[str, str], orders: bool = False, given: bool = False
+) -> DataFrame:
     """Fold a key's events into one row: from the key's last full image (insert, snapshot,
     delete or full update) on, each column takes the value of the latest event carrying it.
+
+    ``given``: ``rows`` also have ``_o_c<i>`` per non-key column (:data:`ORDER_TYPE`, null where
+    the row does not carry it): the order of the column's value, which may be older than the
+    row's ``_ord`` (a table row with :data:`COLUMN_ORDERS`); a column takes the value of the
+    greatest.
 
     ``orders`` (per-column positions, :data:`COLUMN_ORDERS`): the row also gets ``_o_c<i>``
     per non-key column (:data:`ORDER_TYPE`: the order of the change whose value it took; null
@@ -1044,7 +1085,7 @@ def _fold_partial(rows: DataFrame, keys: list[str], names: list[str], alias: dic
     values = [n for n in names if alias[n] not in keys]
     for n in values:
         a = alias[n]
-        aggs.append(F.max_by(a, F.when(F.col("_p" + a), F.col("_ord"))).alias(a))
+        aggs.append(F.max_by(a, F.col("_o" + a) if given else F.when(F.col("_p" + a), F.col("_ord"))).alias(a))
         aggs.append(F.bool_or("_p" + a).alias("_p" + a))
         if orders:
             aggs.append(F.max(F.when(F.col("_p" + a), F.col("_ord").cast(ORDER_TYPE))).alias("_o" + a))

@@ -14,7 +14,9 @@ point:
   and not ended by it (a history table, SCD type 2). So ``b``'s own changes after P, applied
   by the batch before, stay (they are newer), and so do its deletes after P (remembered in
   ``_cdclake/deletes``); a table without a key keeps its identical rows apart (each moved row
-  has its own position).
+  has its own position). A row with per-column positions (``_cdc_column_orders``) moves as
+  partial updates at ``P + [i] +`` each column's position (:func:`_moved_by_column`), so it
+  keeps them in ``b``.
 * ``a`` is ended at the point, as a truncate: its rows ordered before it are removed (a
   history table: its versions end there), rows of a table created again under the old name
   after P stay.
@@ -69,11 +71,14 @@ from pyspark.sql import functions as F
 
 from cdclake.apply import audit
 from cdclake.apply.delta_table import (
+    _LOWEST_ORDER,
+    COLUMN_ORDERS,
     SYSTEM_COLUMNS,
     ApplyResult,
     TableState,
     _create_empty,
     _lit,
+    _ord_sql,
     _order_sql,
     order_sql,
     rank_sql,
@@ -143,9 +148,11 @@ def record_sql(rec: tuple | None) -> str:
 
 
 def _event_sql(rename: TableRename, table: tuple, op: str, position: str, columns: dict[str, str], key: list[str] | None,
-               after: str = "cast(null as map<string,string>)", record: str | None = None) -> list:
+               after: str = "cast(null as map<string,string>)", record: str | None = None,
+               present: str = "cast(null as array<string>)") -> list:
     """The columns of one canonical event (EVENT_SCHEMA) of a rename step, as SQL. ``record``:
-    SQL of a struct with the record's fields (:func:`record_sql`); None: the DDL's."""
+    SQL of a struct with the record's fields (:func:`record_sql`); None: the DDL's.
+    ``present``: SQL of the columns a partial image carries (null: a full image)."""
     lit = _str
     cols = ", ".join(
         f"named_struct('name', {lit(n)}, 'source_type', {lit(t)}, 'spark_type', {lit(t)}, 'precision', cast(null as int),"
@@ -162,7 +169,7 @@ def _event_sql(rename: TableRename, table: tuple, op: str, position: str, column
         F.expr(lit(table[2])).alias("table"),
         F.expr("cast(null as map<string,string>)").alias("before"),
         F.expr(after).alias("after"),
-        F.expr("cast(null as array<string>)").alias("present"),
+        F.expr(present).alias("present"),
         F.expr(f"array({', '.join(lit(k) for k in key)})" if key else "cast(null as array<string>)").alias("primary_key"),
         F.expr(f"array({cols})").alias("columns"),
         F.expr(f"named_struct('order', {position}, 'text', {lit(rename.text)})").alias("position"),
@@ -474,19 +481,24 @@ def _step_events(
     point = rename_point(r)
     from cdclake.formats import snapshot_position_formats
 
-    rows, columns, history = source_rows(spark, src, point, (r.format or "") in snapshot_position_formats())
+    by_position = (r.format or "") in snapshot_position_formats()
+    rows, columns, history = source_rows(spark, src, point, by_position)
     after = ("map(" + ", ".join(f"{_str(c)}, {canonical_text_sql(_ident(c), t)}" for c, t in columns.items()) + ")"
              if columns else "cast(null as map<string,string>)")
     # a snapshot read that ranks below the stream (Canal/DTS INIT, Qlik REFRESH) has no stream
     # position: it goes first (-1), so a late streamed change of the old table, moved after it,
     # still wins over it as it would have there
-    rank0 = f"({rank_sql('_cdc_op', (r.format or '') in snapshot_position_formats())}) = 0"
+    rank0 = f"({rank_sql('_cdc_op', by_position)}) = 0"
     row_pos = (f"concat({_order_sql(point)}, CASE WHEN {rank0} THEN array(cast(-1 as decimal(38,0)))"
                " ELSE coalesce(_cdc_position, cast(array() as array<decimal(38,0)>)) END)")
     # the row's own record (a change of the old table delivered again, moved by relabel_late,
     # ties with it exactly); a row written before _cdc_record existed: the DDL's
     record = "_cdc_record" if "_cdc_record" in rows.columns else None
-    moved = _events(rows, _event_sql(r, r.new, Op.CREATE.value, row_pos, columns, key, after, record))
+    if COLUMN_ORDERS in rows.columns and key:
+        moved = _events(rows.where(f"{COLUMN_ORDERS} IS NULL"), _event_sql(r, r.new, Op.CREATE.value, row_pos, columns, key, after, record))
+        moved = moved.unionByName(_moved_by_column(rows.where(f"{COLUMN_ORDERS} IS NOT NULL"), r, point, columns, key, after, by_position))
+    else:
+        moved = _events(rows, _event_sql(r, r.new, Op.CREATE.value, row_pos, columns, key, after, record))
     empty_at, empty_record = point, None
     if state.truncate_position is not None and order_key(state.truncate_position) < order_key(point):
         # the old table's truncate, with its record (a change of its own position after it stays)
@@ -495,6 +507,34 @@ def _step_events(
     empty_new = _events(spark.range(1), _event_sql(r, r.new, Op.TRUNCATE.value, _order_sql(empty_at), columns, key, record=empty_record))
     end_old = _events(spark.range(1), _event_sql(r, r.old, Op.TRUNCATE.value, _order_sql(point), columns, key))
     return empty_new.unionByName(moved), end_old, columns, history
+
+
+def _moved_by_column(rows: DataFrame, r: TableRename, point: list, columns: dict[str, str], key: list[str], after: str,
+                     by_position: bool) -> DataFrame:
+    """The moved events of rows of a table that keeps per-column positions
+    (:data:`cdclake.apply.delta_table.COLUMN_ORDERS`, non-null in ``rows``): per row, one
+    partial update (op ``u``, ``present`` the key and the column) per non-key column, at the
+    point followed by the position of the change that set the column (its record the change's;
+    a column the map does not name, the lowest: ``-2``; a snapshot read ranked below the
+    stream: ``-1``), and one carrying the key only at the row's own order. The new table folds
+    them into the same row with the same per-column positions, so that a later-arriving older
+    change of the old table, moved after them, still fills a column it is newer than.
+    ``after``: SQL of the row's full image (column -> text)."""
+    row = _ord_sql(rank_sql("_cdc_op", by_position), "coalesce(_cdc_position, cast(array() as array<decimal(38,0)>))", "1", "_cdc_record")
+    m = f"`{COLUMN_ORDERS}`"
+    entries = [f"named_struct('c', cast(null as string), 'o', {row})"] + [
+        f"named_struct('c', {_str(n)}, 'o', coalesce(element_at({m}, {_str(n)}), {_LOWEST_ORDER}))" for n in columns if n not in key]
+    keys = ", ".join(f"{_str(k)}, element_at(_all, {_str(k)})" for k in key)
+    split = rows.select("*", F.expr(after).alias("_all"), F.explode(F.expr(f"array({', '.join(entries)})")).alias("_e"))
+    split = split.select(
+        "*",
+        F.expr(f"CASE WHEN _e.c IS NULL THEN map({keys}) ELSE map_concat(map({keys}), map(_e.c, element_at(_all, _e.c))) END").alias("_after"),
+        F.expr(f"CASE WHEN _e.c IS NULL THEN array({', '.join(map(_str, key))}) ELSE array({', '.join(map(_str, key))}, _e.c) END").alias("_present"),
+        F.expr(f"concat({_order_sql(point)}, CASE WHEN _e.o._rank < 0 THEN array(cast(-2 as decimal(38,0)))"
+               " WHEN _e.o._rank = 0 THEN array(cast(-1 as decimal(38,0))) ELSE _e.o.pos END)").alias("_pos"),
+        F.expr("named_struct('file', _e.o.file, 'line', _e.o.line, 'partition', _e.o.part, 'offset', _e.o.off)").alias("_rec"),
+    )
+    return _events(split, _event_sql(r, r.new, Op.UPDATE.value, "_pos", columns, key, "_after", "_rec", "_present"))
 
 
 def _txn(txn: audit.Txn | None, n: str, side: str) -> audit.Txn | None:

@@ -441,6 +441,26 @@ def _late_events_of_a_renamed_table_follow_it():
     ]
 
 
+def _renamed_table_keeps_positions_per_column():
+    # A table with per-column positions (delta_table.COLUMN_ORDERS) renamed: its rows move with
+    # them (renames._moved_by_column), so the row's insert older than a partial update, arriving
+    # after the rename, still fills the columns the update did not carry (key 1; key 2, a row
+    # with no map, moves as an insert). The last batch delivers everything again.
+    def ddl(pos, text, table="t"):
+        return dict(ev(None, pos, kind="ddl", table=table), ddl=text)
+
+    first = [ev("u", 5, {"id": "1", "amount": "5.00"}, present=["id", "amount"]), ev("c", 1, row(2, "b", "2.00"))]
+    second = [ddl(10, "RENAME TABLE renpart TO renpart_n")]
+    third = [ev("c", 1, row(1, "a", "1.00"))]
+    done = {"t": [], "n": [(1, "a", Decimal("5.00")), (2, "b", Decimal("2.00"))]}
+    return [
+        (first, {"t": [(1, None, Decimal("5.00")), (2, "b", Decimal("2.00"))]}),
+        (second, {"t": [], "n": [(1, None, Decimal("5.00")), (2, "b", Decimal("2.00"))]}),
+        (third, done),
+        (first + second + third, done),
+    ]
+
+
 def _snapshot_by_position_lands_after_a_delete_or_truncate():
     # Debezium's snapshot rows carry the position the snapshot was read at, which orders with
     # streamed changes (Capabilities.snapshot_positions): a snapshot taken again after a delete
@@ -562,20 +582,25 @@ def _partial_updates_keep_positions_per_column():
     # newer partial's column; key 2, a re-delivered older insert folded with a newer partial
     # update does not undo the table's newer full update; key 3, two partial updates around the
     # table's full image: only the newer sets its column; key 4, an older partial update and an
-    # older insert arriving after a partial: each column keeps its newest value. The last batch
-    # delivers the first two again: they change nothing.
+    # older insert arriving after a partial: each column keeps its newest value; key 5, a partial
+    # update that moves the row to key 6 arriving with the row's older insert after a partial
+    # update (delta_table.fill_moves reads the row per column: the insert's amount is not lost to
+    # a NULL no change set). The last batch delivers the first two again: they change nothing.
     def part(pos, i, **changed):
         return ev("u", pos, {"id": str(i), **changed}, present=["id", *changed])
 
     first = [part(5, 1, amount="5.00"), ev("c", 1, row(2, "a", "1.00")), ev("u", 4, row(2, "d", "4.00"), row(2, "a", "1.00")),
-             ev("c", 4, row(3, "d", "4.00")), part(6, 4, name="n6")]
+             ev("c", 4, row(3, "d", "4.00")), part(6, 4, name="n6"), part(2, 5, name="n2")]
     second = [ev("c", 1, row(1, "a", "1.00")), ev("c", 1, row(2, "a", "1.00"), line=first[1]["source_record"]["line"]),
-              part(6, 2, name="f"), part(3, 3, name="z"), part(5, 3, amount="5.00"), part(5, 4, name="n5", amount="5.00")]
+              part(6, 2, name="f"), part(3, 3, name="z"), part(5, 3, amount="5.00"), part(5, 4, name="n5", amount="5.00"),
+              ev("c", 1, row(5, "a", "1.00")), ev("u", 3, {"id": "6"}, {"id": "5"}, present=["id"])]
     third = [ev("u", 3, row(1, "c", "3.00"), row(1, "a", "1.00")), ev("c", 1, row(4, "a", "1.00"))]
-    done = {"t": [(1, "c", Decimal("5.00")), (2, "f", Decimal("4.00")), (3, "d", Decimal("5.00")), (4, "n6", Decimal("5.00"))]}
+    done = {"t": [(1, "c", Decimal("5.00")), (2, "f", Decimal("4.00")), (3, "d", Decimal("5.00")), (4, "n6", Decimal("5.00")),
+                  (6, "n2", Decimal("1.00"))]}
     return [
-        (first, {"t": [(1, None, Decimal("5.00")), (2, "d", Decimal("4.00")), (3, "d", Decimal("4.00")), (4, "n6", None)]}),
-        (second, {"t": [(1, "a", Decimal("5.00")), (2, "f", Decimal("4.00")), (3, "d", Decimal("5.00")), (4, "n6", Decimal("5.00"))]}),
+        (first, {"t": [(1, None, Decimal("5.00")), (2, "d", Decimal("4.00")), (3, "d", Decimal("4.00")), (4, "n6", None), (5, "n2", None)]}),
+        (second, {"t": [(1, "a", Decimal("5.00")), (2, "f", Decimal("4.00")), (3, "d", Decimal("5.00")), (4, "n6", Decimal("5.00")),
+                        (6, "n2", Decimal("1.00"))]}),
         (third + first + second, done),
     ]
 
@@ -606,6 +631,7 @@ SCENARIOS = {
     "colpos": _partial_updates_keep_positions_per_column,
     "rename": _table_rename_moves_the_rows,
     "renlate": _late_events_of_a_renamed_table_follow_it,
+    "renpart": _renamed_table_keeps_positions_per_column,
 }
 
 
