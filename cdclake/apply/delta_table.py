@@ -287,6 +287,8 @@ def evolve_table(
         if not _has_column_mapping(spark, path):
             spark.sql(f"ALTER TABLE delta.{q(path)} SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name')")
             changes.append("column mapping on (to rename or drop a column)")
+        if renames and COLUMN_ORDERS in columns:  # first: a batch prepared again after a crash between
+            _rename_in_column_orders(spark, path, renames)  # the two does it again (no row names the old)
         for new, old in renames.items():
             spark.sql(f"ALTER TABLE delta.{q(path)} RENAME COLUMN {q(old)} TO {q(new)}")
             changes.append(f"rename column {old} -> {new}")
@@ -319,6 +321,22 @@ def evolve_table(
         df = df.select([F.col(q(c)).cast(rewrite[c]).alias(c) if c in rewrite else F.col(q(c)) for c in df.columns])
         df.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
     return (_source_columns(spark, path) if changes else current), changes
+
+
+def _rename_in_column_orders(spark: SparkSession, path: str, renames: dict[str, str]) -> None:
+    """Rename the entries of :data:`COLUMN_ORDERS` in the rows whose map names a renamed column
+    (``renames``: new name -> old), so that the column keeps the order of the change that set
+    it (a column the map does not name counts as the lowest, :func:`_by_column_sets`: a
+    snapshot read ranked below the stream would set it). One UPDATE (a Delta commit that
+    rewrites the files holding such rows), only in a batch whose DDL renames a column of a
+    table with the map; a lambda over each map's few entries, not on the apply path."""
+    m = q(COLUMN_ORDERS)
+    olds = ", ".join(_lit(o) for o in renames.values())
+    moved = ", ".join(f"CASE WHEN map_contains_key({m}, {_lit(o)}) THEN named_struct('key', {_lit(n)}, 'value', element_at({m}, {_lit(o)})) END"
+                      for n, o in renames.items())
+    named = " OR ".join(f"map_contains_key({m}, {_lit(o)})" for o in renames.values())
+    spark.sql(f"UPDATE delta.{q(path)} SET {m} = map_concat(map_filter({m}, (k, v) -> NOT array_contains(array({olds}), k)),"
+              f" map_from_entries(array_compact(array({moved})))) WHERE {named}")
 
 
 def _has_column_mapping(spark: SparkSession, path: str) -> bool:
@@ -649,10 +667,10 @@ def _by_column_sets(plan: TablePlan, names: list[str], alias: dict[str, str], me
     condition (SQL), for a source ``s`` folded with per-column orders (``s._o_c<i>``, null for
     a column the batch does not carry; :func:`_fold_partial`) and a row ``t``.
 
-    A column of the row has the order its map gives it (under its old name too when the
-    batch's DDL renamed it), the row's own order when the map is null, else the lowest order
-    (:data:`_LOWEST_ORDER`: a column no change has set yet, or one renamed in an earlier batch,
-    keeps its value until a change sets it). Each column takes the source's value where the
+    A column of the row has the order its map gives it (a column rename renames the map's
+    entry: :func:`_rename_in_column_orders`), the row's own order when the map is null, else
+    the lowest order (:data:`_LOWEST_ORDER`: a column no change has set yet, or one added by
+    DDL, keeps its value until a change sets it). Each column takes the source's value where the
     source's order for it is greater; the row's ``_cdc_`` columns follow the source only where
     the source's change is newer than the row's (``wins``); the map is written again (null when
     every column has the row's order). The update applies where the source is newer than the
@@ -669,8 +687,6 @@ def _by_column_sets(plan: TablePlan, names: list[str], alias: dict[str, str], me
             update[q(n)] = f"s.{a}"
             continue
         stored = f"element_at({m}, {_lit(n)})"
-        if n in plan.renames:
-            stored = f"coalesce({stored}, element_at({m}, {_lit(plan.renames[n])}))"
         has = f"(CASE WHEN {m} IS NULL THEN {row} ELSE coalesce({stored}, {_LOWEST_ORDER}) END)"
         take = f"(s._o{a} IS NOT NULL AND s._o{a} > {has})"
         takes.append(take)
@@ -1001,8 +1017,6 @@ def _table_points(spark: SparkSession, path: str, plan: TablePlan, columns: dict
                 order = row
             else:
                 stored = f"element_at({m}, {_lit(n)})"
-                if n in plan.renames:
-                    stored = f"coalesce({stored}, element_at({m}, {_lit(plan.renames[n])}))"
                 order = f"CASE WHEN {m} IS NULL THEN {row} ELSE coalesce({stored}, {_LOWEST_ORDER}) END"
             per_column += [F.lit(True).alias("_p" + alias[n]), F.expr(order).alias("_o" + alias[n])]
         per_column.append(F.expr(f"CASE WHEN {m} IS NOT NULL THEN array() END").cast("array<string>").alias("_present"))

@@ -305,8 +305,10 @@ def test_drop_and_rename_column_are_followed(spark, tmp_path, batching):
         hand_event("ddl", None, 8, "d", cols("id int", "a string"), ddl="ALTER TABLE `db`.`d` FROBNICATE `a`"),
     ]
     # p: a table with per-column positions (a partial update: delta_table.COLUMN_ORDERS) whose
-    # column is renamed; a later partial update keeps the renamed column's value (three batches:
-    # the row's map still names the old column, which the later batch does not know)
+    # column is renamed; a later partial update keeps the renamed column's value, and so does a
+    # snapshot read ranked below the stream (op r of this format) arriving after the rename (three
+    # batches: the rename renames the column's entry in the row's map, else it would count as
+    # never set and the snapshot's value would land)
     def part(pos, columns, after):
         return dict(hand_event("data", "u", pos, "p", cols(*columns), after=after), present=list(after))
 
@@ -315,8 +317,9 @@ def test_drop_and_rename_column_are_followed(spark, tmp_path, batching):
         part(2, ("id int", "a string", "b string"), {"id": "1", "b": "y2"}),
         hand_event("ddl", None, 3, "p", cols("id int", "a2 string", "b string"), ddl="ALTER TABLE `db`.`p` RENAME COLUMN `a` TO `a2`"),
         part(4, ("id int", "a2 string", "b string"), {"id": "1", "b": "y4"}),
+        hand_event("data", "r", 9, "p", cols("id int", "a2 string", "b string"), after={"id": "1", "a2": "stale", "b": "stale"}),
     ]
-    before, ddl, after = [events[0], events[3], *partial[:2]], [events[1], events[4], partial[2]], [events[2], events[5], *unapplied, partial[3]]
+    before, ddl, after = [events[0], events[3], *partial[:2]], [events[1], events[4], partial[2]], [events[2], events[5], *unapplied, *partial[3:]]
     apply_batches(spark, tmp_path, *([events + unapplied + partial] if batching == "one batch" else [before, ddl, after]))
     assert read_lake_table(spark, f"{tmp_path}/db.p") == ({"id": "int", "a2": "string", "b": "string"}, [{"id": 1, "a2": "x", "b": "y4"}])
     history = [r["change"] for r in spark.read.format("delta").load(f"{tmp_path}/_cdclake/schema_history").where("table = 'db.d'").collect()]
