@@ -686,8 +686,7 @@ def _by_column_sets(plan: TablePlan, names: list[str], alias: dict[str, str], me
         if n in plan.key:
             update[q(n)] = f"s.{a}"
             continue
-        stored = f"element_at({m}, {_lit(n)})"
-        has = f"(CASE WHEN {m} IS NULL THEN {row} ELSE coalesce({stored}, {_LOWEST_ORDER}) END)"
+        has = f"({column_order_sql(m, n, row)})"
         take = f"(s._o{a} IS NOT NULL AND s._o{a} > {has})"
         takes.append(take)
         update[q(n)] = f"CASE WHEN {take} THEN s.{a} ELSE t.{q(n)} END"
@@ -1016,8 +1015,7 @@ def _table_points(spark: SparkSession, path: str, plan: TablePlan, columns: dict
             if n in plan.key:
                 order = row
             else:
-                stored = f"element_at({m}, {_lit(n)})"
-                order = f"CASE WHEN {m} IS NULL THEN {row} ELSE coalesce({stored}, {_LOWEST_ORDER}) END"
+                order = column_order_sql(m, n, row)
             per_column += [F.lit(True).alias("_p" + alias[n]), F.expr(order).alias("_o" + alias[n])]
         per_column.append(F.expr(f"CASE WHEN {m} IS NOT NULL THEN array() END").cast("array<string>").alias("_present"))
     op = F.col("_cdc_op")
@@ -1119,6 +1117,14 @@ def _orders_map_sql(orders: list[tuple[str, str]], row: str) -> str:
     same = " AND ".join(f"{o} <=> {row}" for _, o in orders)
     entries = ", ".join(f"CASE WHEN {o}._rank >= 0 THEN named_struct('key', {_lit(n)}, 'value', {o}) END" for n, o in orders)
     return f"CAST(CASE WHEN {same} THEN NULL ELSE map_from_entries(array_compact(array({entries}))) END AS {PARTIAL_COLUMNS[COLUMN_ORDERS]})"
+
+
+def column_order_sql(m: str, n: str, row: str) -> str:
+    """SQL: the order (:data:`ORDER_TYPE`) of the change that set column ``n`` of a stored row
+    whose :data:`COLUMN_ORDERS` is ``m`` and whose own order is ``row`` (both SQL): the map's
+    entry; the row's order when the map is null (its latest change set every column); else
+    :data:`_LOWEST_ORDER` (a column no change has set yet, or one added by DDL)."""
+    return f"CASE WHEN {m} IS NULL THEN {row} ELSE coalesce(element_at({m}, {_lit(n)}), {_LOWEST_ORDER}) END"
 
 
 #: SQL: an order below every change's (rank -1): what a stored row's column that its

@@ -71,7 +71,6 @@ from pyspark.sql import functions as F
 
 from cdclake.apply import audit
 from cdclake.apply.delta_table import (
-    _LOWEST_ORDER,
     COLUMN_ORDERS,
     SYSTEM_COLUMNS,
     ApplyResult,
@@ -80,6 +79,7 @@ from cdclake.apply.delta_table import (
     _lit,
     _ord_sql,
     _order_sql,
+    column_order_sql,
     order_sql,
     rank_sql,
 )
@@ -523,7 +523,7 @@ def _moved_by_column(rows: DataFrame, r: TableRename, point: list, columns: dict
     row = _ord_sql(rank_sql("_cdc_op", by_position), "coalesce(_cdc_position, cast(array() as array<decimal(38,0)>))", "1", "_cdc_record")
     m = f"`{COLUMN_ORDERS}`"
     entries = [f"named_struct('c', cast(null as string), 'o', {row})"] + [
-        f"named_struct('c', {_str(n)}, 'o', coalesce(element_at({m}, {_str(n)}), {_LOWEST_ORDER}))" for n in columns if n not in key]
+        f"named_struct('c', {_str(n)}, 'o', {column_order_sql(m, n, row)})" for n in columns if n not in key]
     keys = ", ".join(f"{_str(k)}, element_at(_all, {_str(k)})" for k in key)
     split = rows.select("*", F.expr(after).alias("_all"), F.explode(F.expr(f"array({', '.join(entries)})")).alias("_e"))
     split = split.select(
