@@ -59,7 +59,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdclake.apply.delta_table import ApplyResult, TableState, latest_version
-from cdclake.apply.plan import RECORD_FIELDS, BatchPlan, order_key, record_tuple, truncate_key
+from cdclake.apply.plan import RECORD_FIELDS, BatchPlan, column_ddl, order_key, record_tuple, truncate_key
 from cdclake.errors import CdclakeError
 from cdclake.model import EVENT_COLUMNS, SOURCE_RECORD_SCHEMA
 from cdclake.targets import TargetFiles, hadoop_fs
@@ -83,8 +83,13 @@ PROGRESS_SCHEMA = (
     "held_since_ms bigint, timed_out_transactions bigint, "
     "truncate_record struct<file:string,line:bigint,partition:int,offset:bigint>, "
     "renamed array<struct<point:array<decimal(38,0)>,record:struct<file:string,line:bigint,partition:int,offset:bigint>,"
-    "to:array<string>>>"
+    "to:array<string>>>, "
+    "column_ddl array<struct<order:array<decimal(38,0)>,text:string,ddl:string>>"
 )
+#: ``column_ddl`` (a table's row): the DDL statements that dropped or renamed a column of the
+#: table, by position (``order``, ``text``, ``ddl``): an event written before one of them that
+#: arrives in a later batch is read with the columns in force at its position
+#: (:func:`cdclake.apply.plan.follow_past_column_ddl`)
 #: ``renamed`` (a table's row): the table renames applied to the table (:mod:`cdclake.apply.renames`):
 #: each step's point, its DDL's record and the new name's ``[database, schema, table]``; an
 #: event of the table older than a point, arriving later, belongs to the new name
@@ -269,7 +274,7 @@ class Progress:
         return {
             r["table"]: TableState(
                 _list(r["delete_position"]), _list(r["truncate_position"]), r["truncate_position_text"], r["rows"],
-                record_tuple(r.get("truncate_record")), renamed_of(r.get("renamed")),
+                record_tuple(r.get("truncate_record")), renamed_of(r.get("renamed")), column_ddl_of(r.get("column_ddl")),
             )
             for r in self.rows
             if r["source"] is None and r["table"] is not None
@@ -367,6 +372,24 @@ def _renamed_value(items) -> list[dict] | None:
             for pt, rec, to in items] or None
 
 
+def column_ddl_of(value) -> list[tuple]:
+    """A progress row's ``column_ddl`` as ``(order, text, ddl)`` tuples (order: list of
+    Decimal), by order."""
+    out = [(_list(x["order"]), x["text"], x["ddl"]) for x in value or []]
+    return sorted(out, key=lambda x: order_key(x[0]))
+
+
+def _union_column_ddl(a, b) -> list[dict] | None:
+    """Two ``column_ddl`` values (or lists of ``(order, text, ddl)``) as one, each statement once."""
+    seen, out = set(), []
+    for order, text, ddl in column_ddl_of(a) + column_ddl_of(b):
+        k = (tuple(order_key(order)), ddl)
+        if k not in seen:
+            seen.add(k)
+            out.append({"order": [None if v is None else Decimal(v) for v in order], "text": text, "ddl": ddl})
+    return out or None
+
+
 def _union_renamed(a, b) -> list[dict] | None:
     """Two ``renamed`` values as one, each step once."""
     seen, out = set(), []
@@ -437,6 +460,8 @@ def merge_progress(old: list[dict], new: list[dict]) -> list[dict]:
             t["delta_version"] = s["delta_version"]
         if s.get("renamed"):
             t["renamed"] = _union_renamed(t.get("renamed"), s["renamed"])
+        if s.get("column_ddl"):
+            t["column_ddl"] = _union_column_ddl(t.get("column_ddl"), s["column_ddl"])
     return list(merged.values())
 
 
@@ -464,11 +489,11 @@ def update_progress(
         lag = now - sp.last_event_time_ms if sp.last_event_time_ms is not None else None
         rows.append(
             (sp.source, sp.table, sp.last_position, sp.last_position_text, sp.last_event_time_ms, sp.last_heartbeat_ms,
-             now, lag, None, None, None, None, None, *no_hold, None, None)
+             now, lag, None, None, None, None, None, *no_hold, None, None, None)
         )
     if held is not None:
         rows.append((None, None, None, None, None, None, now, None, None, None, None, None, None, *(held[f] for f in HELD_FIELDS),
-                     None, None))
+                     None, None, None))
     by_table: dict[str, list] = {}
     for sp in plan.progress:
         if sp.table is not None:
@@ -490,7 +515,7 @@ def update_progress(
              now, now - t_time if t_time is not None else None,
              _newest(old.delete_position, p.max_delete), truncate, truncate_text,
              res.rows_now if res is not None else old.rows, res.delta_version if res is not None else None, *no_hold,
-             truncate_record, _renamed_value(p.renamed))
+             truncate_record, _renamed_value(p.renamed), _union_column_ddl(None, [{"order": o, "text": t, "ddl": d} for o, t, d in column_ddl(p)]))
         )
     if not rows:
         return
@@ -517,6 +542,9 @@ def _decimals(name: str, v):
     """Position arrays as Decimals (what Spark reads them back as)."""
     if v is not None and name in ("last_position", "delete_position", "truncate_position"):
         return [None if x is None else Decimal(x) for x in v]
+    if v is not None and name == "column_ddl":
+        return [{**(x.asDict() if hasattr(x, "asDict") else x), "order": [None if p is None else Decimal(p) for p in x["order"]]}
+                for x in v]
     if v is not None and name == "renamed":
         return [{**(x.asDict() if hasattr(x, "asDict") else x), "point": [None if p is None else Decimal(p) for p in x["point"]]}
                 for x in v]

@@ -295,6 +295,9 @@ def _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tas
                 progress, states, changelog):
     """:func:`_apply` of a batch none of whose renamed tables is written after its rename:
     its tables, then its table renames."""
+    from cdclake.apply.plan import follow_past_column_ddl
+
+    follow_past_column_ddl(plan, {n: st.column_ddl for n, st in states.items() if st.column_ddl})
     plan_all = plan
     failures: dict[str, TableFailed] = {}
     deletes_path = f"{target}/{audit.DELETES}"

@@ -194,6 +194,8 @@ class TableState:
         offset)``; None: a DDL statement's, or a progress row written before they were kept),
         which order it among the changes of its own position.
     renamed: the table renames applied to the table (the progress table's ``renamed``).
+    column_ddl: ``(order, text, ddl)`` of the DDL statements that dropped or renamed a column of
+        the table (the progress table's ``column_ddl``; :func:`cdclake.apply.plan.follow_past_column_ddl`).
     """
 
     delete_position: list | None = None
@@ -204,6 +206,7 @@ class TableState:
     #: the table renames applied to the table: ``(point, record, (database, schema, table))``
     #: by point (see :mod:`cdclake.apply.renames`)
     renamed: list = field(default_factory=list)
+    column_ddl: list = field(default_factory=list)
 
 
 @dataclass
@@ -280,8 +283,9 @@ def evolve_table(
         spark.sql(f"ALTER TABLE delta.{q(path)} ADD COLUMNS (" + ", ".join(f"{q(n)} {t}" for n, t in missing_meta.items()) + ")")
         changes.append("add metadata columns (" + ", ".join(missing_meta) + ")")
     current = {n: t for n, t in columns.items() if n not in SYSTEM_COLUMNS}
-    renames = {new: old for new, old in plan.renames.items() if old in current and new not in current}
-    changes += [f"not applied: rename column {old} -> {new} ({new} exists)" for new, old in plan.renames.items() if old in current and new in current]
+    batch_renames = {new: old for new, old in plan.renames.items() if new not in plan.earlier_renames}
+    renames = {new: old for new, old in batch_renames.items() if old in current and new not in current}
+    changes += [f"not applied: rename column {old} -> {new} ({new} exists)" for new, old in batch_renames.items() if old in current and new in current]
     drops = [n for n in plan.drops if n in current and n not in plan.key]
     if renames or drops:  # column mapping makes both a metadata change (no rewrite)
         if not _has_column_mapping(spark, path):

@@ -182,6 +182,10 @@ class TablePlan:
         for ``_cdclake/schema_history``.
     renamed: ``(point, record, (database, schema, table))`` of each table rename step that
         ended this table (set by :mod:`cdclake.apply.renames`; kept in the progress table).
+    lasts: column name -> the order key of the last event of the batch that declares it (a
+        column declared after the DDL that drops or renames it was added again).
+    earlier_renames: the new names of :attr:`renames` that an earlier batch's DDL renamed (read
+        from the old name; the table has them already: :func:`follow_past_column_ddl`).
     """
 
     database: str | None
@@ -212,6 +216,8 @@ class TablePlan:
     ranked_events: int = 0
     renamed: list[tuple] = field(default_factory=list)
     key_stats: "KeyStats" = field(default_factory=lambda: KeyStats())
+    lasts: dict[str, tuple] = field(default_factory=dict)
+    earlier_renames: list[str] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -664,7 +670,8 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
         p.ddl.sort(key=lambda d: order_key(d[0]))
         p.message_key = pk_best[k][1] if k in pk_best else None
         _choose_key(p, primary_keys)
-        _follow_drops_and_renames(p, lasts.get(k, {}))
+        p.lasts = lasts.get(k, {})
+        _follow_drops_and_renames(p, p.lasts)
         _follow_table_ends(p)
     for src, rs in by_source.items():
         best = max(rs, key=lambda r: (order_key(_order(r["last_position"])), _text(r["last_position"]) or ""))
@@ -735,31 +742,61 @@ def _text(position) -> str | None:
     return None if position is None else position["text"]
 
 
-def _follow_drops_and_renames(p: TablePlan, lasts: dict[str, list]) -> None:
+def column_ddl(p: TablePlan) -> list[tuple[list, str, str]]:
+    """``(order, text, ddl)`` of the batch's DDL statements of table ``p`` that drop or rename a
+    column (kept in the progress table's ``column_ddl``, :func:`follow_past_column_ddl`). Pure
+    Python."""
+    from cdclake.apply.ddl import column_changes
+
+    return [d for d in p.ddl if any(c[0] in ("drop", "rename") for c in column_changes(d[2]))]
+
+
+def follow_past_column_ddl(plan: BatchPlan, past: dict[str, list]) -> None:
+    """Read the batch's events written before a column drop or rename of an earlier batch with
+    the schema in force at their position: ``past`` (table name -> ``(order, text, ddl)`` of
+    its earlier batches' column DDL, the progress table's ``column_ddl``). A column that the
+    batch's events declare, the last of them older than such a DDL statement (a late or
+    re-delivered event naming a column by its old name), is renamed in ``p.columns`` (and read
+    from its old name: ``p.renames``) or dropped from them, as that statement did; without
+    this it would be added to the table again and the renamed column's value lost. A column
+    declared by an event newer than the statement (added again at the source) stays. Changes
+    ``plan``'s table plans in place; nothing is recorded as a schema change (the table has
+    the columns already). Pure Python."""
+    for p in plan.tables:
+        ddl = [d for d in past.get(p.name, []) if d not in p.ddl]
+        if ddl and any(n in p.lasts for n in p.columns):
+            _follow_drops_and_renames(p, p.lasts, sorted(ddl, key=lambda d: order_key(d[0])), earlier=True)
+
+
+def _follow_drops_and_renames(p: TablePlan, lasts: dict[str, list], ddl: list | None = None, earlier: bool = False) -> None:
     """Apply the column drops and renames of the batch's DDL (in position order) to
     ``p.columns`` and record them in ``p.drops``/``p.renames``. ``lasts``: column name -> the
     order key of the last event of the batch that declares it; a column declared after the
-    DDL that drops or renames it was added again and stays."""
+    DDL that drops or renames it was added again and stays. ``ddl``: other statements than
+    the batch's (``(order, text, ddl)``); ``earlier``: they are an earlier batch's, already
+    applied to the table: only a column the batch declares is followed, nothing is reported."""
     from cdclake.apply.ddl import column_changes
 
-    for order, _text, ddl in p.ddl:
+    for order, _text, ddl in p.ddl if ddl is None else ddl:
         at = order_key(order)
         for change in column_changes(ddl):
             if change[0] == "unknown":
-                p.unapplied.append(f"not applied: {change[1]} (not understood)")
+                if not earlier:
+                    p.unapplied.append(f"not applied: {change[1]} (not understood)")
                 continue
             old = change[1]
             if change[0] == "drop" and old in p.key:
-                p.unapplied.append(f"not applied: drop column {old} (a key column of the table)")
+                if not earlier:
+                    p.unapplied.append(f"not applied: drop column {old} (a key column of the table)")
                 continue
-            if old in lasts and lasts[old] > at:
+            if old in lasts and lasts[old] > at or earlier and old not in lasts:
                 continue
             if change[0] == "drop":
                 p.columns.pop(old, None)
                 p.untyped = [n for n in p.untyped if n != old]
                 p.renames = {n: o for n, o in p.renames.items() if n != old}
-                if old not in p.drops:
-                    p.drops.append(old)
+                if old not in p.drops and not earlier:  # (an earlier batch dropped it: a column of
+                    p.drops.append(old)  # that name in the table now was added again, and stays)
                 continue
             new = change[2]
             t_old, t_new = p.columns.get(old), p.columns.get(new)
@@ -775,6 +812,8 @@ def _follow_drops_and_renames(p: TablePlan, lasts: dict[str, list]) -> None:
                 p.columns = {(new if n == old else n): (wide if n == old else t) for n, t in p.columns.items() if n != new}
                 p.untyped = [n for n in p.untyped if n not in (old, new)] + ([new] if untyped else [])
             p.renames[new] = p.renames.pop(old, old)
+            if earlier:
+                p.earlier_renames.append(new)
             if new in p.drops:
                 p.drops.remove(new)
 

@@ -331,3 +331,15 @@ def test_drop_and_rename_column_are_followed(spark, tmp_path, batching):
     assert (renamed[0], sorted(renamed[1], key=lambda r: r["id"])) == (
         {"id": "int", "a2": "string"}, [{"id": 1, "a2": "x"}, {"id": 2, "a2": "y"}],
     )
+    # a later batch: events written before the DDL, re-delivered or late (new keys), name the
+    # old columns; they are read with the columns in force at their position (the progress
+    # table's column_ddl, plan.follow_past_column_ddl): the dropped column is not added again,
+    # the renamed one is read from its old name (not added again, its value not lost)
+    late = [hand_event("data", "c", 1, "d", cols("id int", "a string", "b string"), after={"id": "2", "a": "l", "b": "gone"}),
+            hand_event("data", "c", 4, "r", cols("id int", "a string"), after={"id": "3", "a": "late"})]
+    apply_batches(spark, tmp_path, before + late)
+    by_id = lambda t: (t[0], sorted(t[1], key=lambda r: r["id"]))  # noqa: E731
+    assert by_id(read_lake_table(spark, f"{tmp_path}/db.d")) == ({"id": "int", "a": "string"}, [{"id": 1, "a": "z"}, {"id": 2, "a": "l"}])
+    assert by_id(read_lake_table(spark, f"{tmp_path}/db.r")) == (
+        {"id": "int", "a2": "string"}, [{"id": 1, "a2": "x"}, {"id": 2, "a2": "y"}, {"id": 3, "a2": "late"}])
+    assert read_lake_table(spark, f"{tmp_path}/db.p") == ({"id": "int", "a2": "string", "b": "string"}, [{"id": 1, "a2": "x", "b": "y4"}])
