@@ -285,7 +285,21 @@ def evolve_table(
     current = {n: t for n, t in columns.items() if n not in SYSTEM_COLUMNS}
     batch_renames = {new: old for new, old in plan.renames.items() if new not in plan.earlier_renames}
     renames = {new: old for new, old in batch_renames.items() if old in current and new not in current}
-    changes += [f"not applied: rename column {old} -> {new} ({new} exists)" for new, old in batch_renames.items() if old in current and new in current]
+    # the new name exists: events written after the rename, delivered before it, made it (a
+    # database refuses a rename onto an existing column): the two are merged into it
+    merged = {new: old for new, old in batch_renames.items() if old in current and new in current and new in plan.rename_orders
+              and old not in plan.key and new not in plan.key}
+    changes += [f"not applied: rename column {old} -> {new} ({new} exists)" for new, old in batch_renames.items()
+                if old in current and new in current and new not in merged]
+    if merged:
+        if not _has_column_mapping(spark, path):
+            spark.sql(f"ALTER TABLE delta.{q(path)} SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name')")
+            changes.append("column mapping on (to rename or drop a column)")
+        for new, old in merged.items():
+            _merge_renamed_column(spark, path, plan, old, new, COLUMN_ORDERS in columns)
+            spark.sql(f"ALTER TABLE delta.{q(path)} DROP COLUMN {q(old)}")
+            changes.append(f"rename column {old} -> {new} ({new} was written by later events first: merged into it)")
+        current = _source_columns(spark, path)
     drops = [n for n in plan.drops if n in current and n not in plan.key]
     if renames or drops:  # column mapping makes both a metadata change (no rewrite)
         if not _has_column_mapping(spark, path):
@@ -325,6 +339,30 @@ def evolve_table(
         df = df.select([F.col(q(c)).cast(rewrite[c]).alias(c) if c in rewrite else F.col(q(c)) for c in df.columns])
         df.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
     return (_source_columns(spark, path) if changes else current), changes
+
+
+def _merge_renamed_column(spark: SparkSession, path: str, plan: TablePlan, old: str, new: str, by_column: bool) -> None:
+    """A column rename ``old`` -> ``new`` whose new column exists already (events written
+    after the rename arrived in an earlier batch than it): a row takes ``old``'s value into
+    ``new`` where ``new`` was not set by a change after the rename (the row's order, or with
+    per-column positions ``new``'s, older than the rename's position), so that the values of
+    changes older than the rename are not lost when ``old`` is dropped after this. One UPDATE;
+    run again (a crash before the drop), it changes nothing more. ``by_column``: the table
+    keeps :data:`COLUMN_ORDERS` (its ``new`` entry takes ``old``'s where ``old``'s value is
+    taken; ``old``'s is removed)."""
+    point = f"CAST(named_struct('_rank', 1, 'pos', {_order_sql(plan.rename_orders[new])}, '_sub', 0, 'file', NULL, 'line', NULL,"
+    point += f" 'part', NULL, 'off', NULL) AS {ORDER_TYPE})"
+    row = _ord_sql(rank_sql("_cdc_op", plan.snapshot_by_position), "_cdc_position", "1", "_cdc_record")
+    m = q(COLUMN_ORDERS)
+    take = f"({column_order_sql(m, new, row) if by_column else row}) < {point}"
+    sets = [f"{q(new)} = CASE WHEN {take} THEN {q(old)} ELSE {q(new)} END"]
+    if by_column:
+        o, n = _lit(old), _lit(new)
+        entry = (f"CASE WHEN {take} THEN (CASE WHEN element_at({m}, {o}) IS NOT NULL THEN named_struct('key', {n}, 'value', element_at({m}, {o})) END)"
+                 f" ELSE (CASE WHEN element_at({m}, {n}) IS NOT NULL THEN named_struct('key', {n}, 'value', element_at({m}, {n})) END) END")
+        sets.append(f"{m} = CASE WHEN {m} IS NULL THEN NULL ELSE map_concat(map_filter({m}, (k, v) -> k NOT IN ({o}, {n})),"
+                    f" map_from_entries(array_compact(array({entry})))) END")
+    spark.sql(f"UPDATE delta.{q(path)} SET {', '.join(sets)}" + ("" if by_column else f" WHERE {take}"))
 
 
 def _rename_in_column_orders(spark: SparkSession, path: str, renames: dict[str, str]) -> None:

@@ -186,6 +186,7 @@ class TablePlan:
         column declared after the DDL that drops or renames it was added again).
     earlier_renames: the new names of :attr:`renames` that an earlier batch's DDL renamed (read
         from the old name; the table has them already: :func:`follow_past_column_ddl`).
+    rename_orders: new name -> ``order`` of the DDL statement that renamed the column.
     """
 
     database: str | None
@@ -218,6 +219,7 @@ class TablePlan:
     key_stats: "KeyStats" = field(default_factory=lambda: KeyStats())
     lasts: dict[str, tuple] = field(default_factory=dict)
     earlier_renames: list[str] = field(default_factory=list)
+    rename_orders: dict[str, list] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -812,6 +814,7 @@ def _follow_drops_and_renames(p: TablePlan, lasts: dict[str, list], ddl: list | 
                 p.columns = {(new if n == old else n): (wide if n == old else t) for n, t in p.columns.items() if n != new}
                 p.untyped = [n for n in p.untyped if n not in (old, new)] + ([new] if untyped else [])
             p.renames[new] = p.renames.pop(old, old)
+            p.rename_orders[new] = list(order)
             if earlier:
                 p.earlier_renames.append(new)
             if new in p.drops:

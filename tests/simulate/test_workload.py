@@ -319,9 +319,24 @@ def test_drop_and_rename_column_are_followed(spark, tmp_path, batching):
         part(4, ("id int", "a2 string", "b string"), {"id": "1", "b": "y4"}),
         hand_event("data", "r", 9, "p", cols("id int", "a2 string", "b string"), after={"id": "1", "a2": "stale", "b": "stale"}),
     ]
-    before, ddl, after = [events[0], events[3], *partial[:2]], [events[1], events[4], partial[2]], [events[2], events[5], *unapplied, *partial[3:]]
+    # s: events written after a rename arrive in a batch before it (its new column is made
+    # first): the rename merges the old column into it (delta_table._merge_renamed_column)
+    early = [
+        hand_event("data", "c", 1, "s", cols("id int", "a string"), after={"id": "1", "a": "x"}),
+        hand_event("data", "c", 2, "s", cols("id int", "a string"), after={"id": "2", "a": "y"}),
+        hand_event("data", "u", 6, "s", cols("id int", "a2 string"), before={"id": "2", "a2": "y"}, after={"id": "2", "a2": "y6"}),
+        hand_event("data", "c", 7, "s", cols("id int", "a2 string"), after={"id": "3", "a2": "z"}),
+        hand_event("ddl", None, 5, "s", cols("id int", "a2 string"), ddl="ALTER TABLE `db`.`s` RENAME COLUMN `a` TO `a2`"),
+    ]
+    events += early[:4]
+    partial += early[4:]
+    before, ddl, after = ([events[0], events[3], *partial[:2], *early[:4]], [events[1], events[4], partial[2], early[4]],
+                          [events[2], events[5], *unapplied, *partial[3:5]])
     apply_batches(spark, tmp_path, *([events + unapplied + partial] if batching == "one batch" else [before, ddl, after]))
+    by_id = lambda t: (t[0], sorted(t[1], key=lambda r: r["id"]))  # noqa: E731
     assert read_lake_table(spark, f"{tmp_path}/db.p") == ({"id": "int", "a2": "string", "b": "string"}, [{"id": 1, "a2": "x", "b": "y4"}])
+    want_s = ({"id": "int", "a2": "string"}, [{"id": 1, "a2": "x"}, {"id": 2, "a2": "y6"}, {"id": 3, "a2": "z"}])
+    assert by_id(read_lake_table(spark, f"{tmp_path}/db.s")) == want_s
     history = [r["change"] for r in spark.read.format("delta").load(f"{tmp_path}/_cdclake/schema_history").where("table = 'db.d'").collect()]
     assert "not applied: drop column id (a key column of the table)" in history
     assert "not applied: ALTER TABLE `db`.`d` FROBNICATE `a` (not understood)" in history
@@ -338,8 +353,8 @@ def test_drop_and_rename_column_are_followed(spark, tmp_path, batching):
     late = [hand_event("data", "c", 1, "d", cols("id int", "a string", "b string"), after={"id": "2", "a": "l", "b": "gone"}),
             hand_event("data", "c", 4, "r", cols("id int", "a string"), after={"id": "3", "a": "late"})]
     apply_batches(spark, tmp_path, before + late)
-    by_id = lambda t: (t[0], sorted(t[1], key=lambda r: r["id"]))  # noqa: E731
     assert by_id(read_lake_table(spark, f"{tmp_path}/db.d")) == ({"id": "int", "a": "string"}, [{"id": 1, "a": "z"}, {"id": 2, "a": "l"}])
     assert by_id(read_lake_table(spark, f"{tmp_path}/db.r")) == (
         {"id": "int", "a2": "string"}, [{"id": 1, "a2": "x"}, {"id": 2, "a2": "y"}, {"id": 3, "a2": "late"}])
     assert read_lake_table(spark, f"{tmp_path}/db.p") == ({"id": "int", "a2": "string", "b": "string"}, [{"id": 1, "a2": "x", "b": "y4"}])
+    assert by_id(read_lake_table(spark, f"{tmp_path}/db.s")) == want_s
