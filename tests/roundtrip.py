@@ -438,17 +438,18 @@ def format_workload(fmt: str, seed: int, events: int = SCRAMBLED_EVENTS, renames
 
 
 def simulated_workload(
-    seed: int, events: int = SCRAMBLED_EVENTS, rename_tables: bool = False, identical_rows: bool = False,
+    seed: int, events: int = SCRAMBLED_EVENTS, rename_tables: bool = False, identical_rows: bool = False, drop_rename: bool = False,
 ) -> SimResult:
     """The format-free workload of the applier property: every table template (keyless
     included), truncates with columns, ADD/widen DDL, table drops (each followed by the table's
-    CREATE again) (DROP/RENAME COLUMN off: the applier follows them in order,
-    test_drop_and_rename_column_are_followed, but not an older event that names the old column
-    delivered in a batch after the DDL's); with ``rename_tables``, table renames (``RENAME
+    CREATE again); with ``drop_rename``, DROP and RENAME COLUMN (the applier reads an event
+    with the columns in force at its position in any arrival order since session 25; off, the
+    same seed gives the stream it gave before); with ``rename_tables``, table renames (``RENAME
     TABLE a TO b``, at most one per table: the oracle follows them for current rows, not for
     SCD type 2 histories); with ``identical_rows``, copies of the keyless table's rows (the
     oracle's tables are multisets, its histories end the copy that began first)."""
-    return Workload(seed, events=events, drop_tables=True, rename_tables=rename_tables, identical_rows=identical_rows).generate()
+    return Workload(seed, events=events, drop_tables=True, drop_rename=drop_rename, rename_tables=rename_tables,
+                    identical_rows=identical_rows).generate()
 
 
 # ---- scrambled ingests through the real pipeline -------------------------------------------
