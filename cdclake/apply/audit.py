@@ -86,13 +86,13 @@ PROGRESS_SCHEMA = (
     "to:array<string>>>, "
     "column_ddl array<struct<order:array<decimal(38,0)>,text:string,ddl:string>>"
 )
+#: ``renamed`` (a table's row): the table renames applied to the table (:mod:`cdclake.apply.renames`):
+#: each step's point, its DDL's record and the new name's ``[database, schema, table]``; an
+#: event of the table older than a point, arriving later, belongs to the new name
 #: ``column_ddl`` (a table's row): the DDL statements that dropped or renamed a column of the
 #: table, by position (``order``, ``text``, ``ddl``): an event written before one of them that
 #: arrives in a later batch is read with the columns in force at its position
 #: (:func:`cdclake.apply.plan.follow_past_column_ddl`)
-#: ``renamed`` (a table's row): the table renames applied to the table (:mod:`cdclake.apply.renames`):
-#: each step's point, its DDL's record and the new name's ``[database, schema, table]``; an
-#: event of the table older than a point, arriving later, belongs to the new name
 #: the progress columns of the target's own row (``source`` and ``table`` null): what the
 #: transaction gate holds back (:mod:`cdclake.apply.transactions`) and how many open
 #: transactions it has given up by the timeout so far (applied as they were); absent in a

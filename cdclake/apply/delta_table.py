@@ -287,7 +287,9 @@ def evolve_table(
     renames = {new: old for new, old in batch_renames.items() if old in current and new not in current}
     # the new name exists: events written after the rename, delivered before it, made it (a
     # database refuses a rename onto an existing column): the two are merged into it
+    # (not a name the batch renames back or swaps: the new name is no old name of the batch's)
     merged = {new: old for new, old in batch_renames.items() if old in current and new in current and new in plan.rename_orders
+              and new != old and new not in batch_renames.values() and old not in batch_renames
               and old not in plan.key and new not in plan.key}
     changes += [f"not applied: rename column {old} -> {new} ({new} exists)" for new, old in batch_renames.items()
                 if old in current and new in current and new not in merged]
@@ -307,6 +309,11 @@ def evolve_table(
             changes.append("column mapping on (to rename or drop a column)")
         if renames and COLUMN_ORDERS in columns:  # first: a batch prepared again after a crash between
             _rename_in_column_orders(spark, path, renames)  # the two does it again (no row names the old)
+        if drops and COLUMN_ORDERS in columns:  # a column of that name added again later is not set yet
+            m = q(COLUMN_ORDERS)
+            gone = ", ".join(_lit(n) for n in drops)
+            spark.sql(f"UPDATE delta.{q(path)} SET {m} = map_filter({m}, (k, v) -> NOT array_contains(array({gone}), k))"
+                      f" WHERE arrays_overlap(map_keys({m}), array({gone}))")
         for new, old in renames.items():
             spark.sql(f"ALTER TABLE delta.{q(path)} RENAME COLUMN {q(old)} TO {q(new)}")
             changes.append(f"rename column {old} -> {new}")
@@ -355,11 +362,12 @@ def _merge_renamed_column(spark: SparkSession, path: str, plan: TablePlan, old: 
     row = _ord_sql(rank_sql("_cdc_op", plan.snapshot_by_position), "_cdc_position", "1", "_cdc_record")
     m = q(COLUMN_ORDERS)
     take = f"({column_order_sql(m, new, row) if by_column else row}) < {point}"
-    sets = [f"{q(new)} = CASE WHEN {take} THEN {q(old)} ELSE {q(new)} END"]
+    # (a NULL new value only: one a snapshot read ranked below the stream wrote after the rename stays)
+    sets = [f"{q(new)} = CASE WHEN {take} THEN coalesce({q(new)}, {q(old)}) ELSE {q(new)} END"]
     if by_column:
         o, n = _lit(old), _lit(new)
-        entry = (f"CASE WHEN {take} THEN (CASE WHEN element_at({m}, {o}) IS NOT NULL THEN named_struct('key', {n}, 'value', element_at({m}, {o})) END)"
-                 f" ELSE (CASE WHEN element_at({m}, {n}) IS NOT NULL THEN named_struct('key', {n}, 'value', element_at({m}, {n})) END) END")
+        value = f"CASE WHEN {take} THEN coalesce(element_at({m}, {o}), element_at({m}, {n})) ELSE element_at({m}, {n}) END"
+        entry = f"CASE WHEN ({value}) IS NOT NULL THEN named_struct('key', {n}, 'value', {value}) END"
         sets.append(f"{m} = CASE WHEN {m} IS NULL THEN NULL ELSE map_concat(map_filter({m}, (k, v) -> k NOT IN ({o}, {n})),"
                     f" map_from_entries(array_compact(array({entry})))) END")
     spark.sql(f"UPDATE delta.{q(path)} SET {', '.join(sets)}" + ("" if by_column else f" WHERE {take}"))
@@ -373,7 +381,7 @@ def _rename_in_column_orders(spark: SparkSession, path: str, renames: dict[str, 
     rewrites the files holding such rows), only in a batch whose DDL renames a column of a
     table with the map; a lambda over each map's few entries, not on the apply path."""
     m = q(COLUMN_ORDERS)
-    olds = ", ".join(_lit(o) for o in renames.values())
+    olds = ", ".join(_lit(o) for o in [*renames.values(), *renames])  # (a stale entry of a new name: removed)
     moved = ", ".join(f"CASE WHEN map_contains_key({m}, {_lit(o)}) THEN named_struct('key', {_lit(n)}, 'value', element_at({m}, {_lit(o)})) END"
                       for n, o in renames.items())
     named = " OR ".join(f"map_contains_key({m}, {_lit(o)})" for o in renames.values())

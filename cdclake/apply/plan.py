@@ -764,8 +764,19 @@ def follow_past_column_ddl(plan: BatchPlan, past: dict[str, list]) -> None:
     declared by an event newer than the statement (added again at the source) stays. Changes
     ``plan``'s table plans in place; nothing is recorded as a schema change (the table has
     the columns already). Pure Python."""
+    from cdclake.apply.ddl import column_changes
+
     for p in plan.tables:
-        ddl = [d for d in past.get(p.name, []) if d not in p.ddl]
+        known = past.get(p.name, [])
+        # the batch's own statements applied before (a re-delivered batch): followed to read its
+        # events, never applied to the table again (the source may have added the name again)
+        for d in (d for d in p.ddl if d in known):
+            for change in column_changes(d[2]):
+                if change[0] == "rename" and change[2] in p.renames and change[2] not in p.earlier_renames:
+                    p.earlier_renames.append(change[2])
+                elif change[0] == "drop" and change[1] in p.drops:
+                    p.drops.remove(change[1])
+        ddl = [d for d in known if d not in p.ddl]
         if ddl and any(n in p.lasts for n in p.columns):
             _follow_drops_and_renames(p, p.lasts, sorted(ddl, key=lambda d: order_key(d[0])), earlier=True)
 
@@ -815,8 +826,11 @@ def _follow_drops_and_renames(p: TablePlan, lasts: dict[str, list], ddl: list | 
                 p.untyped = [n for n in p.untyped if n not in (old, new)] + ([new] if untyped else [])
             p.renames[new] = p.renames.pop(old, old)
             p.rename_orders[new] = list(order)
+            p.key = [new if k == old else k for k in p.key]
             if earlier:
                 p.earlier_renames.append(new)
+                if old in lasts:  # a later statement of the chain (b -> c after a -> b) follows it
+                    lasts.setdefault(new, lasts[old])
             if new in p.drops:
                 p.drops.remove(new)
 

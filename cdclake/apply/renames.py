@@ -525,9 +525,9 @@ def _moved_by_column(rows: DataFrame, r: TableRename, point: list, columns: dict
     entries = [f"named_struct('c', cast(null as string), 'o', {row})"] + [
         f"named_struct('c', {_str(n)}, 'o', {column_order_sql(m, n, row)})" for n in columns if n not in key]
     keys = ", ".join(f"{_str(k)}, element_at(_all, {_str(k)})" for k in key)
-    split = rows.select("*", F.expr(after).alias("_all"), F.explode(F.expr(f"array({', '.join(entries)})")).alias("_e"))
+    # (only the columns made here: a source column of any name cannot clash with them)
+    split = rows.select(F.expr(after).alias("_all"), F.explode(F.expr(f"array({', '.join(entries)})")).alias("_e"))
     split = split.select(
-        "*",
         F.expr(f"CASE WHEN _e.c IS NULL THEN map({keys}) ELSE map_concat(map({keys}), map(_e.c, element_at(_all, _e.c))) END").alias("_after"),
         F.expr(f"CASE WHEN _e.c IS NULL THEN array({', '.join(map(_str, key))}) ELSE array({', '.join(map(_str, key))}, _e.c) END").alias("_present"),
         F.expr(f"concat({_order_sql(point)}, CASE WHEN _e.o._rank < 0 THEN array(cast(-2 as decimal(38,0)))"
