@@ -542,10 +542,8 @@ def _decimals(name: str, v):
     """Position arrays as Decimals (what Spark reads them back as)."""
     if v is not None and name in ("last_position", "delete_position", "truncate_position"):
         return [None if x is None else Decimal(x) for x in v]
-    if v is not None and name == "column_ddl":
-        return [{**(x.asDict() if hasattr(x, "asDict") else x), "order": [None if p is None else Decimal(p) for p in x["order"]]}
-                for x in v]
-    if v is not None and name == "renamed":
-        return [{**(x.asDict() if hasattr(x, "asDict") else x), "point": [None if p is None else Decimal(p) for p in x["point"]]}
+    field = {"renamed": "point", "column_ddl": "order"}.get(name)  # lists of structs with a position
+    if v is not None and field is not None:
+        return [{**(x.asDict() if hasattr(x, "asDict") else x), field: [None if p is None else Decimal(p) for p in x[field]]}
                 for x in v]
     return v

@@ -521,7 +521,7 @@ def _moved_by_column(rows: DataFrame, r: TableRename, point: list, columns: dict
     change of the old table, moved after them, still fills a column it is newer than.
     ``after``: SQL of the row's full image (column -> text)."""
     row = _ord_sql(rank_sql("_cdc_op", by_position), "coalesce(_cdc_position, cast(array() as array<decimal(38,0)>))", "1", "_cdc_record")
-    m = f"`{COLUMN_ORDERS}`"
+    m = _ident(COLUMN_ORDERS)
     entries = [f"named_struct('c', cast(null as string), 'o', {row})"] + [
         f"named_struct('c', {_str(n)}, 'o', {column_order_sql(m, n, row)})" for n in columns if n not in key]
     keys = ", ".join(f"{_str(k)}, element_at(_all, {_str(k)})" for k in key)
