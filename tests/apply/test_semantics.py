@@ -43,43 +43,6 @@ def table(spark, target, name="db.t"):
     return sorted((r["id"], r["name"], r["amount"]) for r in df.collect())
 
 
-def test_arrival_across_batches_and_redelivery_is_a_no_op(spark, tmp_path):
-    # table t: an older change arriving in a later batch; the whole input again changes nothing.
-    # Equal positions keep arrival order across batches too: the winning record's coordinates
-    # are kept in the row (_cdc_record) and in the deletes table and compared after the
-    # position, so a later record of the same position wins in a later batch and a re-delivered
-    # one (same coordinates) changes nothing: tables e (update), d (delete), old (a table written
-    # before _cdc_record existed: the column is added, its rows read null, a tie goes to the batch)
-    def at(table, op, pos, line, **kw):
-        return ev(op, pos, table=table, line=line, **kw)
-
-    spark.createDataFrame(
-        [(1, "old", None, [Decimal(7)], "7", "c", 7000)],
-        "id int, name string, amount decimal(10,2), _cdc_position array<decimal(38,0)>, _cdc_position_text string, _cdc_op string, _cdc_event_time_ms bigint",
-    ).write.format("delta").save(str(tmp_path / "db.old"))
-    first = [ev("c", 1, row(1, "a")), ev("u", 3, row(1, "c"), row(1, "b"))]
-    late = [ev("u", 2, row(1, "b"), row(1, "a"))]  # older change arriving in a later batch
-    eq1 = [at("e", "c", 7, 101, after=row(1, "first")), at("d", "c", 8, 201, after=row(2, "x")), at("d", "d", 8, 202, before=row(2, "x"))]
-    eq2 = [at("e", "u", 7, 102, after=row(1, "second")), at("old", "u", 7, 301, after=row(1, "tie"))]
-    apply(spark, tmp_path, first + eq1)
-    res = apply(spark, tmp_path, late + eq2 + [eq1[1]])  # the insert of key 2 again: it was deleted at its position
-    assert table(spark, tmp_path) == [(1, "c", None)]
-    assert table(spark, tmp_path, "db.e") == [(1, "second", None)]
-    assert table(spark, tmp_path, "db.d") == []
-    assert table(spark, tmp_path, "db.old") == [(1, "tie", None)]
-    assert any("_cdc_record" in c for r in res if r.table == "db.old" for c in r.schema_changes)
-    # the whole input again (re-delivered), and a later record of key 2 at the delete's position
-    res = apply(spark, tmp_path, first + late + eq1 + eq2 + [at("d", "c", 8, 203, after=row(2, "again"))])
-    got = {r.table: (r.inserted, r.updated, r.deleted) for r in res}
-    assert got["db.t"] == got["db.e"] == got["db.old"] == (0, 0, 0)
-    assert table(spark, tmp_path) == [(1, "c", None)]
-    assert table(spark, tmp_path, "db.e") == [(1, "second", None)]
-    assert table(spark, tmp_path, "db.old") == [(1, "tie", None)]
-    assert table(spark, tmp_path, "db.d") == [(2, "again", None)]
-    rec = spark.read.format("delta").load(f"{tmp_path}/db.e").first()["_cdc_record"]
-    assert (rec["file"], rec["line"], rec["partition"], rec["offset"]) == ("mem", 102, None, None)
-
-
 def test_configured_key_and_new_columns(spark, tmp_path):
     cols2 = COLS + [{"name": "extra", "source_type": "bigint", "spark_type": "bigint", "precision": None, "scale": None, "nullable": True}]
     apply(spark, tmp_path, [ev("c", 1, row(1, "a"), key=None)], primary_keys={"t": ["id"]})
@@ -605,6 +568,32 @@ def _partial_updates_keep_positions_per_column():
     ]
 
 
+def _older_change_in_a_later_batch_and_redelivery():
+    # t: an older change arriving in a later batch; the whole input again changes nothing.
+    # Equal positions keep arrival order across batches too: the winning record's coordinates
+    # are kept in the row (_cdc_record) and in the deletes table and compared after the
+    # position, so a later record of the same position wins in a later batch and a re-delivered
+    # one (same coordinates) changes nothing: e (update), d (delete), old (a table written before
+    # _cdc_record existed, made by test_scenarios_in_shared_batches before the first batch: the
+    # column is added, its rows read null, a tie goes to the batch). Also checked below: the
+    # third batch changes none of t, e, old (its counts), old gained _cdc_record, e's record.
+    def at(table, op, pos, line, **kw):
+        return ev(op, pos, table=table, line=line, **kw)
+
+    first = [ev("c", 1, row(1, "a")), ev("u", 3, row(1, "c"), row(1, "b"))]
+    late = [ev("u", 2, row(1, "b"), row(1, "a"))]
+    eq1 = [at("e", "c", 7, 101, after=row(1, "first")), at("d", "c", 8, 201, after=row(2, "x")), at("d", "d", 8, 202, before=row(2, "x"))]
+    eq2 = [at("e", "u", 7, 102, after=row(1, "second")), at("old", "u", 7, 301, after=row(1, "tie"))]
+    return [
+        (first + eq1, {"t": [(1, "c", None)], "e": [(1, "first", None)], "d": []}),
+        # the insert of key 2 again: it was deleted at its position
+        (late + eq2 + [eq1[1]], {"t": [(1, "c", None)], "e": [(1, "second", None)], "d": [], "old": [(1, "tie", None)]}),
+        # the whole input again (re-delivered), and a later record of key 2 at the delete's position
+        (first + late + eq1 + eq2 + [at("d", "c", 8, 203, after=row(2, "again"))],
+         {"t": [(1, "c", None)], "e": [(1, "second", None)], "old": [(1, "tie", None)], "d": [(2, "again", None)]}),
+    ]
+
+
 SCENARIOS = {
     "order": _greatest_position_wins_in_any_arrival_order,
     "ties": _equal_positions_keep_arrival_order,
@@ -632,6 +621,7 @@ SCENARIOS = {
     "rename": _table_rename_moves_the_rows,
     "renlate": _late_events_of_a_renamed_table_follow_it,
     "renpart": _renamed_table_keeps_positions_per_column,
+    "arrive": _older_change_in_a_later_batch_and_redelivery,
 }
 
 
@@ -649,6 +639,11 @@ def test_scenarios_in_shared_batches(spark, tmp_path):
     """Every scenario of SCENARIOS, step i of each applied in batch i: each scenario's tables
     equal what it expects after each of its steps."""
     steps = {name: make() for name, make in SCENARIOS.items()}
+    # arrive_old: a table an older cdclake wrote, before _cdc_record existed
+    spark.createDataFrame(
+        [(1, "old", None, [Decimal(7)], "7", "c", 7000)],
+        "id int, name string, amount decimal(10,2), _cdc_position array<decimal(38,0)>, _cdc_position_text string, _cdc_op string, _cdc_event_time_ms bigint",
+    ).write.format("delta").save(str(tmp_path / "db.arrive_old"))
     results = []
     for i in range(max(map(len, steps.values()))):
         batch = [_relabel(name, e) for name, s in steps.items() if i < len(s) for e in s[i][0]]
@@ -686,6 +681,13 @@ def test_scenarios_in_shared_batches(spark, tmp_path):
     assert dup == [("c", [1], 1), ("c", [2], 1), ("c", [3], 1), ("c", [6], 1), ("d", [4], 1), ("d", [5], 0), ("d", [7], 1), ("d", [8], 0)]
     assert [(results[i]["db.keylessdup"].inserted, results[i]["db.keylessdup"].deleted) for i in range(3)] == [(3, 0), (0, 1), (2, 2)]
     assert {("db.halves_kb", '{"id":1}', 0), ("db.halves_sb", '{"id":1}', 0), ("db.halves_ka", '{"id":1}', 0)} <= subs
+    # arrive: the old table gained _cdc_record; the re-delivery changed none of t, e, old; e
+    # keeps its winning record's coordinates
+    assert any("_cdc_record" in c for c in results[1]["db.arrive_old"].schema_changes)
+    assert {t: (results[2][t].inserted, results[2][t].updated, results[2][t].deleted) for t in ("db.arrive", "db.arrive_e", "db.arrive_old")} \
+        == dict.fromkeys(("db.arrive", "db.arrive_e", "db.arrive_old"), (0, 0, 0))
+    rec = spark.read.format("delta").load(f"{tmp_path}/db.arrive_e").first()["_cdc_record"]
+    assert (rec["file"], rec["line"], rec["partition"], rec["offset"]) == ("mem", 102, None, None)
 
 
 
