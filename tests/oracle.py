@@ -66,6 +66,12 @@ def replay(
     assert not (subset and history is not None)
     rows: dict[str, list[dict]] = {}
     live: dict[str, list[list]] = {}  # the versions of ``rows``' rows, in the same places
+    # a table without a key: the images a snapshot ranked below the stream read since the
+    # table's last truncate (below)
+    capped: dict[str, list[dict]] = {}
+    from cdclake.formats import snapshot_position_formats
+
+    by_position = set(snapshot_position_formats())
     versions: dict[str, list[list]] = history if history is not None else {}
     schemas: dict[str, dict[str, str]] = {}
     for e in events:
@@ -90,6 +96,7 @@ def replay(
                 return {n: r.get(next((o for o, nn in renames.items() if nn == n), n)) for n in new_schema}
 
             rows[name] = [evolve(r) for r in rows.get(name, [])]
+            capped[name] = [evolve(r) for r in capped.get(name, [])]
             for v in versions.get(name, []):
                 v[0] = evolve(v[0])
             schemas[name] = new_schema
@@ -101,7 +108,7 @@ def replay(
             cur[i][2] = at
 
         def begin(row: dict, i: int | None = None) -> None:
-            v = [row, at, None]
+            v = [row, at, None, op]
             hist.append(v)
             if i is None:
                 cur.append(v)
@@ -116,10 +123,12 @@ def replay(
                 assert old == name and new not in rows, f"RENAME TABLE {old} TO {new} at {e['position']}"
                 rows[new], rows[name] = rows.get(name, []), []
                 live[new], live[name] = cur, []
+                capped[new], capped[name] = capped.get(name, []), []
                 schemas[new] = dict(schemas[name])
                 continue
             if re.match(r"\s*DROP\s+TABLE\b", e["ddl"] or "", re.I):  # the table's rows are gone
                 rows[name] = []
+                capped[name] = []
                 for i in range(len(cur)):
                     end(i)
                 cur.clear()
@@ -148,7 +157,27 @@ def replay(
             return hits[0]
 
         op = e["op"]
+        # A table without a key, as cdclake.apply.keyless and history._copy_ends read copies: a
+        # snapshot read of an image says how many copies there are at its point, so it ends the
+        # copies begun before that point; after a snapshot that ranks below every streamed change
+        # (a format without Capabilities.snapshot_positions: Canal/DTS INIT, Qlik REFRESH, the
+        # simulator's own rows), whose place among them is unknown, the image keeps one row or
+        # none until the table's next truncate: a later insert of it replaces its row
+        if not e["primary_key"] and not subset and op in ("r", "c", "u") and e["after"] is not None and not partial:
+            img = typed(e["after"])
+            same = [i for i, r in enumerate(table) if r == img]
+            if op == "r":
+                drop = [i for i in same if cur[i][1] != at or cur[i][3] != "r"]
+                if e.get("format") not in by_position and img not in capped.setdefault(name, []):
+                    capped[name].append(img)
+            else:
+                drop = same[:1] if img in capped.get(name, []) and (op == "c" or find(e["before"]) not in same[:1]) else []
+            for i in reversed(drop):
+                table.pop(i)
+                end(i)
+                cur.pop(i)
         if op == "t":
+            capped[name] = []
             table.clear()
             for i in range(len(cur)):
                 end(i)

@@ -103,3 +103,38 @@ def test_tag_separates_examples():
     assert [e for e in a if not e["table"]] == [e for e in events if not e["table"]]  # heartbeats untouched
     assert all({**x, "database": y["database"], "schema": y["schema"], "tx_id": y["tx_id"]} == y for x, y in zip(a, events))
     assert {e["tx_id"] for e in a if e["tx_id"]}.isdisjoint({e["tx_id"] for e in b if e["tx_id"]})  # separate sources
+
+
+def test_oracle_keeps_one_row_of_an_image_a_rank_0_snapshot_read():
+    """The oracle (tests/oracle.py) reads copies in a table without a key as the applier does
+    (cdclake.apply.keyless, history._copy_ends): after a snapshot read ranked below the stream
+    (a format without snapshot positions), an insert of the same image replaces its row, until
+    a truncate; a Debezium snapshot read (by position) is one more copy. A snapshot read of an
+    image ends the copies begun before its point. Pure Python."""
+    from decimal import Decimal
+
+    from tests.oracle import replay
+
+    cols = [{"name": "v", "source_type": "varchar", "spark_type": "string", "precision": None, "scale": None, "nullable": True}]
+
+    def ev(fmt, op, pos, v=None, before=None):
+        return {"format": fmt, "kind": "data", "op": op, "database": "db", "schema": None, "table": "k", "before": before,
+                "after": None if v is None else {"v": v}, "present": None, "primary_key": None, "columns": cols,
+                "position": {"order": [Decimal(p) for p in pos], "text": str(pos)}, "ddl": None}
+
+    def versions(events):
+        history: dict = {}
+        rows, _ = replay(events, history=history)
+        return sorted(r["v"] for r in rows["db.k"]), [(v[0]["v"], v[1], v[2]) for v in history["db.k"]]
+
+    # Canal INIT: the snapshot's place among streamed changes is unknown
+    assert versions([ev("canal-json", "r", (0, 1), "x"), ev("canal-json", "c", (5,), "x"), ev("canal-json", "c", (6,), "x")]) == (
+        ["x"], [("x", (0, 1), (5,)), ("x", (5,), (6,)), ("x", (6,), None)])
+    # after a truncate, copies count again
+    assert versions([ev("canal-json", "r", (0, 1), "x"), ev("canal-json", "t", (5,)), ev("canal-json", "c", (6,), "x"),
+                     ev("canal-json", "c", (7,), "x")])[0] == ["x", "x"]
+    # Debezium: snapshot rows order with the stream by position: two copies
+    assert versions([ev("debezium-json", "r", (1,), "x"), ev("debezium-json", "c", (5,), "x")])[0] == ["x", "x"]
+    # two reads at one point are two copies; a later read at another point ends them and counts afresh
+    assert versions([ev("debezium-json", "r", (1,), "x"), ev("debezium-json", "r", (1,), "x"), ev("debezium-json", "r", (3,), "x")]) == (
+        ["x"], [("x", (1,), (3,)), ("x", (1,), (3,)), ("x", (3,), None)])
