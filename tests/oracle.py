@@ -157,25 +157,49 @@ def replay(
             return hits[0]
 
         op = e["op"]
-        # A table without a key, as cdclake.apply.keyless and history._copy_ends read copies: a
-        # snapshot read of an image says how many copies there are at its point, so it ends the
-        # copies begun before that point; after a snapshot that ranks below every streamed change
-        # (a format without Capabilities.snapshot_positions: Canal/DTS INIT, Qlik REFRESH, the
-        # simulator's own rows), whose place among them is unknown, the image keeps one row or
-        # none until the table's next truncate: a later insert of it replaces its row
-        if not e["primary_key"] and not subset and op in ("r", "c", "u") and e["after"] is not None and not partial:
-            img = typed(e["after"])
-            same = [i for i, r in enumerate(table) if r == img]
-            if op == "r":
-                drop = [i for i in same if cur[i][1] != at or cur[i][3] != "r"]
-                if e.get("format") not in by_position and img not in capped.setdefault(name, []):
-                    capped[name].append(img)
-            else:
-                drop = same[:1] if img in capped.get(name, []) and (op == "c" or find(e["before"]) not in same[:1]) else []
-            for i in reversed(drop):
-                table.pop(i)
+        # A table without a key, as cdclake.apply.keyless and history._copy_ends read copies
+        # (full images of a stream a database wrote): a snapshot read of an image says how many
+        # copies there are at its point, so it ends the copies begun before that point, and the
+        # same read again (same point) counts once; after a snapshot that ranks below every
+        # streamed change (a format without Capabilities.snapshot_positions: Canal/DTS INIT,
+        # Qlik REFRESH, the simulator's own rows), whose place among them is unknown, the image
+        # keeps one row or none until the table's next truncate or a snapshot read ranked by
+        # position: an insert of it replaces its row, and a delete or update of it that finds
+        # no row takes nothing (as a change whose copy is not there ends nothing)
+        if not e["primary_key"] and not subset and not partial and op in ("r", "c", "u", "d"):
+            cap = capped.setdefault(name, [])
+
+            def copies(img: dict) -> list[int]:
+                return [i for i, r in enumerate(table) if r == img]
+
+            def take(i: int) -> None:
                 end(i)
+                table.pop(i)
                 cur.pop(i)
+
+            if op == "r":
+                img = typed(e["after"])
+                same = copies(img)
+                if any(cur[i][1] == at and cur[i][3] == "r" for i in same):
+                    continue
+                for i in reversed(same):
+                    take(i)
+                if e.get("format") in by_position:
+                    cap[:] = [c for c in cap if c != img]
+                elif img not in cap:
+                    cap.append(img)
+            elif op in ("u", "d"):
+                before = typed(e["before"])
+                if before not in cap or copies(before):
+                    take(find(e["before"]))
+            if op in ("r", "c", "u"):
+                img = typed(e["after"])
+                same = copies(img) if op != "r" and img in cap else []
+                if same:
+                    take(min(same, key=lambda i: cur[i][1] or ()))
+                table.append(img)
+                begin(dict(img))
+            continue
         if op == "t":
             capped[name] = []
             table.clear()

@@ -309,8 +309,9 @@ def scramble(encoded: Encoded, rnd: random.Random, batches: int, duplicate: floa
 
 
 def expected_tables(encoder: Encoder, events: list[dict]) -> tuple[dict, dict]:
-    """The oracle: (rows, schemas) per table from replaying the carried events in commit order."""
-    carried = [c for c in (encoder.carried(e) for e in events) if c is not None]
+    """The oracle: (rows, schemas) per table from replaying the carried events in commit order
+    (as the format's: its snapshot rows rank as the decoder's do)."""
+    carried = [dict(c, format=encoder.name) for c in (encoder.carried(e) for e in events) if c is not None]
     return replay(carried, strict=False)
 
 

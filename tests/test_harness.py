@@ -135,6 +135,13 @@ def test_oracle_keeps_one_row_of_an_image_a_rank_0_snapshot_read():
                      ev("canal-json", "c", (7,), "x")])[0] == ["x", "x"]
     # Debezium: snapshot rows order with the stream by position: two copies
     assert versions([ev("debezium-json", "r", (1,), "x"), ev("debezium-json", "c", (5,), "x")])[0] == ["x", "x"]
-    # two reads at one point are two copies; a later read at another point ends them and counts afresh
-    assert versions([ev("debezium-json", "r", (1,), "x"), ev("debezium-json", "r", (1,), "x"), ev("debezium-json", "r", (3,), "x")]) == (
-        ["x"], [("x", (1,), (3,)), ("x", (1,), (3,)), ("x", (3,), None)])
+    # the same read again (one point) counts once (an atom: image, sign, point); a read at a later
+    # point ends the copies before it and counts afresh
+    assert versions([ev("debezium-json", "r", (1,), "x"), ev("debezium-json", "r", (1,), "x"), ev("debezium-json", "c", (2,), "x"),
+                     ev("debezium-json", "r", (3,), "x")]) == (["x"], [("x", (1,), (3,)), ("x", (2,), (3,)), ("x", (3,), None)])
+    # the source held three copies; after a rank-0 read the lake keeps one, so the second update
+    # of the image finds none: it takes nothing and its after image lands
+    x_to = lambda pos, new: ev("canal-json", "u", pos, new, before={"v": "x"})  # noqa: E731
+    assert versions([ev("canal-json", "r", (0, 1), "x"), ev("canal-json", "c", (5,), "x"), ev("canal-json", "c", (6,), "x"),
+                     x_to((7,), "y"), x_to((8,), "z"), ev("canal-json", "d", (9,), before={"v": "x"})]) == (
+        ["y", "z"], [("x", (0, 1), (5,)), ("x", (5,), (6,)), ("x", (6,), (7,)), ("y", (7,), None), ("z", (8,), None)])
