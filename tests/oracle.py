@@ -194,9 +194,8 @@ def replay(
                     take(find(e["before"]))
             if op in ("r", "c", "u"):
                 img = typed(e["after"])
-                same = copies(img) if op != "r" and img in cap else []
-                if same:
-                    take(min(same, key=lambda i: cur[i][1] or ()))
+                if op != "r" and img in cap and copies(img):
+                    take(find(e["after"]))  # the copy that began first, as find takes any
                 table.append(img)
                 begin(dict(img))
             continue
@@ -280,13 +279,12 @@ def _rows_by_delta_rs(path: str) -> tuple[dict[str, str], list[dict]] | None:
         return None
     schema = {}
     for f in table.schema().fields:
-        t = getattr(f.type, "type", None)
-        if not isinstance(t, str):
-            if f.name.startswith("_cdc_"):
-                continue
+        if f.name.startswith("_cdc_"):
+            continue
+        t = f.type.type  # nested types too spell a name here: "array", "struct", "map"
+        if t in ("array", "struct", "map"):
             return None
-        if not f.name.startswith("_cdc_"):
-            schema[f.name] = _SPARK_NAMES.get(t, t)
+        schema[f.name] = _SPARK_NAMES.get(t, t)
     return schema, delta_rs_rows(path)
 
 
