@@ -24,7 +24,10 @@ All are Delta tables under ``<target>/_cdclake/``:
   delivery, or a tie); grows with deletes, nothing prunes it yet. A table without a key (SCD
   type 1, :mod:`cdclake.apply.keyless`) also keeps there, with ``op``, every delete (``d``; null
   in rows written before the column) and every copy a delete took (the change's op: ``c``,
-  ``r``, ``u``), each once; readers of deletes skip the rows whose ``op`` is not ``d``.
+  ``r``, ``u``), each once; readers of deletes skip the rows whose ``op`` is not ``d``. A
+  keyed table with per-column positions also keeps every partial update that moved a row to
+  a new key (``op`` ``m``, ``key`` the old key, ``to`` the new one, at the move's position
+  with ``sub`` 0; :func:`cdclake.apply.delta_table.follow_moves` reads them).
 * ``progress``: per source (``source`` = file path or ``topic:partition``) and table;
   ``table`` null: the source as a whole (with ``last_heartbeat_ms``); ``source`` null: the
   table as a whole, with the state later batches need (``delete_position``,
@@ -84,7 +87,8 @@ PROGRESS_SCHEMA = (
     "truncate_record struct<file:string,line:bigint,partition:int,offset:bigint>, "
     "renamed array<struct<point:array<decimal(38,0)>,record:struct<file:string,line:bigint,partition:int,offset:bigint>,"
     "to:array<string>>>, "
-    "column_ddl array<struct<order:array<decimal(38,0)>,text:string,ddl:string>>"
+    "column_ddl array<struct<order:array<decimal(38,0)>,text:string,ddl:string>>, "
+    "move_position array<decimal(38,0)>"
 )
 #: ``renamed`` (a table's row): the table renames applied to the table (:mod:`cdclake.apply.renames`):
 #: each step's point, its DDL's record and the new name's ``[database, schema, table]``; an
@@ -234,7 +238,7 @@ def write_deletes(frames: list[DataFrame], target: str, txn: Txn | None = None) 
         return
     df = frames[0]
     for f in frames[1:]:
-        df = df.unionByName(f)
+        df = df.unionByName(f, allowMissingColumns=True)  # (a table's remembered moves add ``op`` and ``to``)
     append(df, f"{target}/{DELETES}", txn, evolve=True)  # evolve: ``record`` on a table from before it
 
 
@@ -275,6 +279,7 @@ class Progress:
             r["table"]: TableState(
                 _list(r["delete_position"]), _list(r["truncate_position"]), r["truncate_position_text"], r["rows"],
                 record_tuple(r.get("truncate_record")), renamed_of(r.get("renamed")), column_ddl_of(r.get("column_ddl")),
+                _list(r.get("move_position")),
             )
             for r in self.rows
             if r["source"] is None and r["table"] is not None
@@ -447,6 +452,7 @@ def merge_progress(old: list[dict], new: list[dict]) -> list[dict]:
         t["updated_at_ms"] = s["updated_at_ms"]
         t["lag_ms"] = None if s["updated_at_ms"] is None or t["last_event_time_ms"] is None else s["updated_at_ms"] - t["last_event_time_ms"]
         t["delete_position"] = _newest(s["delete_position"], t["delete_position"])
+        t["move_position"] = _newest(s.get("move_position"), t.get("move_position"))
         if s["truncate_position"] is not None and (
             t["truncate_position"] is None
             or truncate_key(s["truncate_position"], record_tuple(s.get("truncate_record")))
@@ -489,11 +495,11 @@ def update_progress(
         lag = now - sp.last_event_time_ms if sp.last_event_time_ms is not None else None
         rows.append(
             (sp.source, sp.table, sp.last_position, sp.last_position_text, sp.last_event_time_ms, sp.last_heartbeat_ms,
-             now, lag, None, None, None, None, None, *no_hold, None, None, None)
+             now, lag, None, None, None, None, None, *no_hold, None, None, None, None)
         )
     if held is not None:
         rows.append((None, None, None, None, None, None, now, None, None, None, None, None, None, *(held[f] for f in HELD_FIELDS),
-                     None, None, None))
+                     None, None, None, None))
     by_table: dict[str, list] = {}
     for sp in plan.progress:
         if sp.table is not None:
@@ -515,7 +521,8 @@ def update_progress(
              now, now - t_time if t_time is not None else None,
              _newest(old.delete_position, p.max_delete), truncate, truncate_text,
              res.rows_now if res is not None else old.rows, res.delta_version if res is not None else None, *no_hold,
-             truncate_record, _renamed_value(p.renamed), _union_column_ddl(None, [{"order": o, "text": t, "ddl": d} for o, t, d in column_ddl(p)]))
+             truncate_record, _renamed_value(p.renamed), _union_column_ddl(None, [{"order": o, "text": t, "ddl": d} for o, t, d in column_ddl(p)]),
+             _newest(old.move_position, p.max_move))
         )
     if not rows:
         return
@@ -540,7 +547,7 @@ def update_progress(
 
 def _decimals(name: str, v):
     """Position arrays as Decimals (what Spark reads them back as)."""
-    if v is not None and name in ("last_position", "delete_position", "truncate_position"):
+    if v is not None and name in ("last_position", "delete_position", "truncate_position", "move_position"):
         return [None if x is None else Decimal(x) for x in v]
     field = {"renamed": "point", "column_ddl": "order"}.get(name)  # lists of structs with a position
     if v is not None and field is not None:

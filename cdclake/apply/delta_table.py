@@ -196,6 +196,8 @@ class TableState:
     renamed: the table renames applied to the table (the progress table's ``renamed``).
     column_ddl: ``(order, text, ddl)`` of the DDL statements that dropped or renamed a column of
         the table (the progress table's ``column_ddl``; :func:`cdclake.apply.plan.follow_past_column_ddl`).
+    move_position: ``position.order`` of the latest partial update that moved a row to a new
+        key (remembered in ``_cdclake/deletes``, :func:`follow_moves`), None: none yet.
     """
 
     delete_position: list | None = None
@@ -207,6 +209,7 @@ class TableState:
     #: by point (see :mod:`cdclake.apply.renames`)
     renamed: list = field(default_factory=list)
     column_ddl: list = field(default_factory=list)
+    move_position: list | None = None
 
 
 @dataclass
@@ -532,11 +535,11 @@ def write_table(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_
     columns = prep.columns
     rows_before = prep.rows_before
     if plan.has_changes:
-        src, cached = _fold(spark, events, plan, columns, prep.truncate, prep.state, deletes_path, path if prep.exists else None,
-                            by_column=prep.column_orders)
+        src, cached, moves, followed = _fold(spark, events, plan, columns, prep.truncate, prep.state, deletes_path, path if prep.exists else None,
+                                   by_column=prep.column_orders)
         out.cached = cached
         if prep.exists:
-            if not _merge(spark, path, src, plan, columns, result, by_column=prep.column_orders):
+            if not _merge(spark, path, src, plan, columns, result, by_column=prep.column_orders, ranged=not followed):
                 result.replayed = True
                 rows_before = None
         else:
@@ -557,6 +560,8 @@ def write_table(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_
                 F.col("_ord._sub").alias("sub"),
                 F.col("_etime").alias("event_time_ms"),
             )
+            if moves is not None:
+                out.deletes = out.deletes.unionByName(moves, allowMissingColumns=True)
     prep.rows_before = rows_before
     _count_rows(spark, prep)
     return out
@@ -621,16 +626,16 @@ def _as_table_rows(src: DataFrame, columns: dict[str, str], by_column: bool = Fa
     )
 
 
-def merge_condition_sql(plan: TablePlan, columns: dict[str, str]) -> str:
+def merge_condition_sql(plan: TablePlan, columns: dict[str, str], ranged: bool = True) -> str:
     """The MERGE condition of ``plan``'s table (target ``t``, source ``s`` with columns
     ``_c<i>`` in ``columns`` order): the key columns equal (null-safe; every column for a table
     without a key) and, when the batch gives one, :func:`key_range_sql` on ``t``, so that Delta
     skips the files whose key range lies outside the batch's (tables written in key order, e.g.
-    auto-increment keys)."""
+    auto-increment keys); ``ranged`` False: no range."""
     key = plan.key or list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(columns)}
     cond = " AND ".join(f"t.{q(k)} <=> s.{alias[k]}" for k in key)
-    rng = key_range_sql(plan, columns, "t.")
+    rng = key_range_sql(plan, columns, "t.") if ranged else None
     return cond if rng is None else f"{cond} AND {rng}"
 
 
@@ -660,17 +665,20 @@ def key_range_sql(plan: TablePlan, columns: dict[str, str], prefix: str = "") ->
 
 
 def _merge(
-    spark: SparkSession, path: str, src: DataFrame, plan: TablePlan, columns: dict[str, str], result: ApplyResult, by_column: bool = False
+    spark: SparkSession, path: str, src: DataFrame, plan: TablePlan, columns: dict[str, str], result: ApplyResult, by_column: bool = False,
+    ranged: bool = True,
 ) -> bool:
     """MERGE ``src`` into the table; the metrics go to ``result``. False when Delta skipped the
     MERGE: the session's transaction identity was already committed to the table.
 
     ``by_column``: the table keeps per-column positions (:data:`COLUMN_ORDERS`; ``src`` has
-    :func:`_fold_partial`'s ``_o_c<i>`` and ``_orders``): see :func:`_by_column_sets`."""
+    :func:`_fold_partial`'s ``_o_c<i>`` and ``_orders``): see :func:`_by_column_sets`.
+    ``ranged``: the condition holds the batch's key range (:func:`merge_condition_sql`); off
+    when ``src`` may hold keys outside it (:func:`follow_moves`)."""
     key = plan.key or list(columns)
     names = list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
-    cond = F.expr(merge_condition_sql(plan, columns))
+    cond = F.expr(merge_condition_sql(plan, columns, ranged))
     wins = f"({_order_of_change('s._ord')} > {_order_of_row('t', plan.snapshot_by_position)})"
     meta = {
         "_cdc_position": "s._ord.pos",
@@ -927,8 +935,13 @@ def fill_moves(
     truncates the table and drops those changes first), or None.
 
     A column whose old value is unknown (no change of the old key before the update is known,
-    or the last one is a delete or a truncate) stays not carried: the update then changes only
-    the columns it carries, as before, and its ``_present`` lists the columns it now carries. Limits: a move of a row that another partial move of the same batch
+    or the last one is a delete or a truncate, or no change has set the column) stays not
+    carried: the update then changes only the columns it carries, as before, and its
+    ``_present`` lists the columns it now carries. Returns ``rows`` also with ``_o_c<i>`` per
+    non-key column (:data:`ORDER_TYPE`): the order of the change whose value a filled column
+    took (null for the others: the row's own), which :func:`_fold_partial` keeps, so that a
+    change of the old key older than the move but newer than that value, arriving later,
+    still sets the column in the new key's row (:func:`follow_moves`). Limits: a move of a row that another partial move of the same batch
     wrote (a chain of key changes) takes only the columns that move carried; a move older than
     the table's row of the old key (which a later change overwrote) knows only the batch's
     changes of the old key."""
@@ -949,13 +962,15 @@ def fill_moves(
             cond = cond & df[a].eqNullSafe(w["_m_from"][a])
         # (not the update's own delete of the old key's row: same record, sub 0)
         own_delete = F.col("_ord").withField("_sub", F.lit(0)).eqNullSafe(w["_m_ord"].withField("_sub", F.lit(0)))
+        if "_via" in df.columns:  # a copy a remembered move brought (follow_moves) is its key's from that move on
+            cond = cond & (F.col("_via").isNull() | (F.col("_via") < F.expr(_order_of_change("_m_ord"))))
         return df.join(w, cond & ~own_delete)
 
     def each(df: DataFrame) -> list:  # a change's order for each column it carries
         return [F.when(F.col("_p" + a), F.col("_ord").cast(ORDER_TYPE)).alias("_o" + a) for a in values]
 
     orders = ["_o" + a for a in values]
-    own = before_the_move(rows.select(*values, *flags, *_ROW_META))
+    own = before_the_move(rows.select(*values, *flags, *_ROW_META, *(["_via"] if "_via" in rows.columns else [])))
     parts = [own.select(*values, *flags, *_ROW_META, *each(own), "_m_from", "_m_ord")]
     if prior is not None:
         if orders[0] not in prior.columns:  # full images: every column has the row's order
@@ -973,10 +988,11 @@ def fill_moves(
                                   F.lit(None).cast(types["_etime"].dataType).alias("_etime"), *[F.col("_ord").alias(o) for o in orders],
                                   "_m_from", "_m_ord"))
     state = _fold_partial(reduce(DataFrame.unionByName, parts), ["_m_from", "_m_ord"], names, alias, given=True).select(
-        "_m_from", "_m_ord", F.col("_op").alias("_s_op"), *[F.col(c).alias("_s" + c) for c in values + flags]
+        "_m_from", "_m_ord", F.col("_op").alias("_s_op"), *[F.col(c).alias("_s" + c) for c in values + flags],
+        *[F.col("_o" + a).alias("_s_o" + a) for a in values if a not in keys],
     )
     m = rows.where(moving).join(state, F.col("_from").eqNullSafe(F.col("_m_from")) & F.col("_ord").eqNullSafe(F.col("_m_ord")), "left")
-    filled_cols, filled_flags = [], []
+    filled_cols, filled_flags, filled_orders = [], [], []
     for a in values:
         if a in keys:
             filled_cols.append(F.col(a))
@@ -985,6 +1001,7 @@ def fill_moves(
         use = F.coalesce(~F.col("_p" + a) & ~F.col("_s_op").isin("d", "t") & F.col("_s_p" + a), F.lit(False))
         filled_cols.append(F.when(use, F.col("_s" + a)).otherwise(F.col(a)))
         filled_flags.append(F.col("_p" + a) | use)
+        filled_orders.append(F.when(use, F.col("_s_o" + a)).alias("_o" + a))
     whole = F.lit(True)
     for f in filled_flags:
         whole = whole & f
@@ -995,8 +1012,130 @@ def fill_moves(
         F.when(whole, F.lit(None).cast("array<string>"))
         .otherwise(F.array_compact(F.array(*[F.when(f, F.lit(n)) for n, f in zip(names, filled_flags)]))).alias("_present"),
         *other,
+        *filled_orders,
     )
-    return rows.where(~moving).drop("_from").unionByName(filled)
+    kept = rows.where(~moving).drop("_from").select("*", *[F.lit(None).cast(ORDER_TYPE).alias("_o" + a) for a in values if a not in keys])
+    return kept.unionByName(filled)
+
+
+#: a remembered move (``_cdclake/deletes`` ``op``): a partial update moved the row of ``key`` to
+#: the key ``to`` (:func:`follow_moves`)
+MOVED = "m"
+#: how many remembered moves one change of a batch follows (a chain of key changes: a -> b in
+#: one batch, b -> c in a later one); the rest of a longer chain is not followed
+MOVE_HOPS = 3
+
+
+def _moves_to_remember(rows: DataFrame, plan: TablePlan, columns: dict[str, str]) -> DataFrame:
+    """``_cdclake/deletes`` rows (``table``, ``key``, ``position``, ``position_text``,
+    ``record``, ``sub`` 0, ``event_time_ms``, ``op`` :data:`MOVED`, ``to``) of the batch's
+    partial updates that move a row to a new key (``rows`` of :func:`change_rows` with
+    ``_from``): ``key`` the old key, ``to`` the new one, both JSON as a delete's key
+    (:data:`KEY_JSON`), at the move's position with ``sub`` 0, the order of the old key's
+    delete it makes. Every move of the batch, not only each key's last change: a change of the
+    old key older than the move that arrives in a later batch follows it
+    (:func:`follow_moves`)."""
+    alias = {n: f"_c{i}" for i, n in enumerate(columns)}
+    moved = rows.where(F.col("_from").isNotNull() & (F.col("_op") != "d"))
+    return moved.select(
+        F.lit(plan.name).alias("table"),
+        F.to_json(F.struct(*[F.col("_from").getField(alias[k]).alias(k) for k in plan.key]), KEY_JSON).alias("key"),
+        F.col("_ord.pos").alias("position"),
+        F.col("_pos_text").alias("position_text"),
+        F.expr(_record_of("_ord")).alias("record"),
+        F.lit(0).alias("sub"),
+        F.col("_etime").alias("event_time_ms"),
+        F.lit(MOVED).alias("op"),
+        F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in plan.key]), KEY_JSON).alias("to"),
+    )
+
+
+def follow_moves(
+    spark: SparkSession, rows: DataFrame, plan: TablePlan, columns: dict[str, str], deletes_path: str
+) -> tuple[DataFrame, bool]:
+    """``rows`` of :func:`change_rows` (any ``_from`` kept) with, added, a copy of each change
+    (not a delete) that a remembered move carries to another key (``_cdclake/deletes``,
+    :func:`_moves_to_remember`): the copy is the change as a partial update (op ``u``,
+    ``_present`` the columns it carries, ``_from`` null) of the key the row was moved to last,
+    at the change's own order.
+
+    A change of key A is followed when A's first remembered delete or move not older than the
+    change is a move (a move wins over its own delete of A, of the same order), to its new key
+    B; there, B's first remembered delete or move newer than that move decides again: a move
+    goes on (up to :data:`MOVE_HOPS` moves), a delete drops the copy, nothing makes the copy.
+    So the old key's insert (or any change) that arrives in a later batch than the partial
+    update that moved its row still sets, in the row the key went to, the columns no newer
+    change has set (per-column positions decide, :func:`_by_column_sets`), as it would have
+    had it arrived first; the change itself, under the old key, is still dropped there by the
+    remembered move (:func:`_drop_older_than_deletes`).
+
+    Read only when the batch holds a change not newer than the table's latest remembered move
+    (:func:`_needs_move_check`), on a table with per-column positions. Lazy: no Spark job of
+    its own.
+    Returns the rows and whether copies may have been added (their keys may lie outside the
+    batch's key range: the MERGE then takes none, :func:`merge_condition_sql`).
+
+    A copy also has ``_via`` (the :func:`order_sql` order of the move that brought it; null on
+    ``rows``' own changes, a column added to them): it belongs to its new key from that move on,
+    so :func:`fill_moves` does not read it as the key's state before an older move of the key,
+    and the deletes check (:func:`_drop_older_than_deletes`) keeps it unless the key was
+    deleted after that move.
+
+    Limits: a chain longer than :data:`MOVE_HOPS` moves is not followed; a move that itself
+    arrives late carries only the columns it carries, not its old key's row, further along a
+    chain applied before it; the deletes check compares a key's folded change, so a stale
+    change of the new key's earlier row (older than its delete) folded in one batch with a
+    copy counts as of the copy's move."""
+    rem = spark.read.format("delta").load(deletes_path)
+    if "to" not in rem.columns:
+        return rows, False
+    for c, t in (("record", META_COLUMNS["_cdc_record"]), ("sub", "int")):
+        if c not in rem.columns:
+            rem = rem.withColumn(c, F.lit(None).cast(t))
+    key_schema = ", ".join(f"{q(k)} {columns[k]}" for k in plan.key)
+    alias = {n: f"_c{i}" for i, n in enumerate(columns)}
+    rem = rem.where((F.col("table") == F.lit(plan.name)) & F.col("key").isNotNull()
+                    & (F.col("op").isNull() | F.col("op").isin("d", MOVED)))
+    if plan.min_data is not None:  # (an entry older than the batch's oldest change decides nothing)
+        rank, order = plan.min_data
+        rem = rem.where(F.expr(f"struct(1, position) >= struct({rank}, {_order_sql(order)})"))
+    ents = rem.select(
+        F.to_json(F.from_json(F.col("key"), key_schema), KEY_JSON).alias("_e_key"),
+        F.expr(_ORDER_OF_DELETE).alias("_e_ord"),
+        F.when(F.col("op") == MOVED, F.lit(0)).otherwise(F.lit(1)).alias("_e_d"),
+        F.when(F.col("op") == MOVED, F.from_json(F.col("to"), key_schema)).alias("_e_to"),
+    )
+    key_json = F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in plan.key]), KEY_JSON)
+    names = list(columns)
+    carried = [n for n in names if n not in plan.key]
+    own = rows.columns
+    via_type = ents.schema["_e_ord"].dataType
+    out = rows.withColumn("_via", F.lit(None).cast(via_type))
+    # a frontier row: a change (as of its key now) and ``_via``, the order of the move that
+    # brought it there (null: the change's own key, where entries from its own order count)
+    frontier = rows.where(F.col("_op") != "d").withColumn("_via", F.lit(None).cast(via_type))
+    # (only the changes of a key some remembered move left: the others stay where they are)
+    movers = ents.where(F.col("_e_to").isNotNull()).select(F.col("_e_key").alias("_mk")).distinct()
+    frontier = frontier.join(movers, key_json == F.col("_mk"), "left_semi")
+    for hop in range(MOVE_HOPS + 1):
+        since = F.col("_e_ord") > F.col("_via") if hop else F.col("_e_ord") >= F.expr(_order_of_change("_ord"))
+        cand = frontier.withColumn("_kj", key_json).join(ents, (F.col("_e_key") == F.col("_kj")) & since, "left")
+        w = Window.partitionBy("_kj", "_ord", "_via").orderBy("_e_ord", "_e_d")
+        first = cand.withColumn("_n", F.row_number().over(w)).where(F.col("_n") == 1)
+        if hop:  # nothing remembered after the move that brought it: a copy to apply
+            out = out.unionByName(first.where(F.col("_e_ord").isNull()).select(*own, "_via"))
+        if hop == MOVE_HOPS:
+            break
+        frontier = first.where(F.col("_e_to").isNotNull()).select(
+            *[(F.col("_e_to").getField(n) if n in plan.key else F.col(alias[n])).cast(columns[n]).alias(alias[n]) for n in names],
+            *[(F.lit(True) if n in plan.key else F.col("_p" + alias[n])).alias("_p" + alias[n]) for n in names],
+            F.lit("u").alias("_op"),
+            F.array_compact(F.array(*[F.lit(k) for k in plan.key], *[F.when(F.col("_p" + alias[n]), F.lit(n)) for n in carried])).alias("_present"),
+            "_ord", "_pos_text", "_etime",
+            *([F.lit(None).cast(rows.schema["_from"].dataType).alias("_from")] if "_from" in own else []),
+            F.col("_e_ord").alias("_via"),
+        )
+    return out, True
 
 
 def _fold(
@@ -1009,12 +1148,16 @@ def _fold(
     deletes_path: str,
     path: str | None = None,
     by_column: bool = False,
-) -> tuple[DataFrame, list[DataFrame]]:
+) -> tuple[DataFrame, list[DataFrame], DataFrame | None, bool]:
     """The MERGE source: the batch's last change per key (folded column by column for partial
     images), typed as the table's columns ``_c<i>``, with ``_op``, ``_ord`` (the order struct),
     ``_pos_text``, ``_etime``, ``_p_c<i>`` (column carried) and ``_key_json``. Persisted; returns
-    it and the frames to unpersist. ``path``: the existing table (None: created by this batch),
-    read only for the rows that partial updates move to a new key (:func:`fill_moves`).
+    it, the frames to unpersist, the batch's moves to remember (:func:`_moves_to_remember`,
+    None when the batch moves no row) and whether changes may have followed remembered moves
+    to keys outside the batch's key range (the MERGE then takes no range). ``path``: the existing table (None: created by this
+    batch), read only for the rows that partial updates move to a new key (:func:`fill_moves`).
+    A change older than a remembered move of its key goes to the move's new key first
+    (:func:`follow_moves`; only on a table with per-column positions).
     ``by_column``: the table keeps :data:`COLUMN_ORDERS`: ``src`` also has ``_o_c<i>`` and
     ``_orders`` (:func:`_fold_partial`), which the MERGE compares with the row's."""
     key = plan.key or list(columns)
@@ -1022,9 +1165,14 @@ def _fold(
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
     rows = change_rows(events, plan, columns, truncate)
     frames = []
+    followed = False
+    if by_column and plan.key and _needs_move_check(plan, state) and DeltaTable.isDeltaTable(spark, deletes_path):
+        rows, followed = follow_moves(spark, rows, plan, columns, deletes_path)
+    moves = None
     if "_from" in rows.columns:  # read four times by fill_moves: once
         rows = rows.persist()
         frames.append(rows)
+        moves = _moves_to_remember(rows, plan, columns)
         rows = fill_moves(rows, _table_points(spark, path, plan, columns, by_column) if path else None, plan, columns)
     keys = [alias[k] for k in key]
     if by_column or plan.partial:
@@ -1036,7 +1184,7 @@ def _fold(
     if _needs_delete_check(plan, state) and DeltaTable.isDeltaTable(spark, deletes_path):
         src = _drop_older_than_deletes(spark, src, plan.name, deletes_path, {k: columns[k] for k in key})
     src = src.persist()
-    return src, [src, *frames]
+    return src, [src, *frames], moves, followed
 
 
 def _table_points(spark: SparkSession, path: str, plan: TablePlan, columns: dict[str, str], by_column: bool = False) -> DataFrame:
@@ -1045,13 +1193,14 @@ def _table_points(spark: SparkSession, path: str, plan: TablePlan, columns: dict
     :func:`fill_moves`: only those within the batch's key range (:func:`key_range_sql`, which
     holds the moved old keys: before images count), so that Delta skips the files outside it.
 
-    ``by_column`` (the table keeps :data:`COLUMN_ORDERS`): also ``_p_c<i>`` (true),
-    ``_o_c<i>`` (the column's order: the map's, the row's when the map is null, else
-    :data:`_LOWEST_ORDER`, as :func:`_by_column_sets` reads it) and ``_present`` (null when the
-    map is; a row with a map is a partial image, op ``u``), so that a change of the batch older
-    than the row but newer than one of its columns still sets that column (an insert arriving
-    after a partial update: a column no change had set is not read as a known NULL). Without
-    it every row is a full image at the row's order."""
+    ``by_column`` (the table keeps :data:`COLUMN_ORDERS`): also ``_o_c<i>`` (the column's
+    order: the map's, the row's when the map is null, as :func:`_by_column_sets` reads it;
+    null for a column no change has set, :data:`_LOWEST_ORDER`), ``_p_c<i>`` (the column has
+    an order) and ``_present`` (null when the map is; a row with a map is a partial image, op
+    ``u``), so that a change of the batch older than the row but newer than one of its columns
+    still sets that column (an insert arriving after a partial update), and a column no change
+    had set is not read as a known NULL (a move does not fill it: a later-arriving change can).
+    Without it every row is a full image at the row's order."""
     row = _ord_sql(rank_sql("_cdc_op", plan.snapshot_by_position), "_cdc_position", "1", "_cdc_record")
     table = spark.read.format("delta").load(path)
     rng = key_range_sql(plan, columns)
@@ -1066,7 +1215,8 @@ def _table_points(spark: SparkSession, path: str, plan: TablePlan, columns: dict
                 order = row
             else:
                 order = column_order_sql(m, n, row)
-            per_column += [F.lit(True).alias("_p" + alias[n]), F.expr(order).alias("_o" + alias[n])]
+            known = F.expr(f"({order})._rank >= 0")  # (not a column no change has set: _LOWEST_ORDER)
+            per_column += [known.alias("_p" + alias[n]), F.when(known, F.expr(order)).alias("_o" + alias[n])]
         per_column.append(F.expr(f"CASE WHEN {m} IS NOT NULL THEN array() END").cast("array<string>").alias("_present"))
     op = F.col("_cdc_op")
     if by_column:
@@ -1089,6 +1239,15 @@ def _needs_delete_check(plan: TablePlan, state: TableState) -> bool:
     return ranked_key(*plan.min_data) <= ranked_key(1, state.delete_position)  # equal: the record decides
 
 
+def _needs_move_check(plan: TablePlan, state: TableState) -> bool:
+    """Whether some change of the batch may be older than a move an earlier batch remembered
+    (:func:`follow_moves`): an in-order stream, and a table no partial update moved a row of,
+    never follow."""
+    if state.move_position is None or plan.min_data is None:
+        return False
+    return ranked_key(*plan.min_data) <= ranked_key(1, state.move_position)
+
+
 def _drop_older_than_deletes(
     spark: SparkSession, src: DataFrame, table: str, deletes_path: str, key_types: dict[str, str]
 ) -> DataFrame:
@@ -1107,14 +1266,18 @@ def _drop_older_than_deletes(
         remembered = remembered.withColumn("record", F.lit(None).cast(META_COLUMNS["_cdc_record"]))
     if "sub" not in remembered.columns:  # written before deletes kept their sub: read as 1
         remembered = remembered.withColumn("sub", F.lit(None).cast("int"))
-    if "op" in remembered.columns:  # a table without a key also remembers copies taken (op not d)
-        remembered = remembered.where(F.col("op").isNull() | (F.col("op") == "d"))
+    if "op" in remembered.columns:  # a table without a key also remembers copies taken (op c, r, u)
+        # (a move, op m, deletes its old key's row at its order: the delete itself may not have
+        # been remembered, when the key's last change of the move's batch was a later one)
+        remembered = remembered.where(F.col("op").isNull() | F.col("op").isin("d", MOVED))
     deletes = (
         remembered.where((F.col("table") == F.lit(table)) & F.col("key").isNotNull())  # (null: a history table's truncate)
         .groupBy(F.to_json(F.from_json(F.col("key"), schema), KEY_JSON).alias("_key_json"))
         .agg(F.max(F.expr(_ORDER_OF_DELETE)).alias("_tomb"))
     )
     newer = F.expr(_order_of_change("_ord"))
+    if "_via" in src.columns:  # a copy follow_moves made: its key's row from the move that brought it on
+        newer = F.greatest(newer, F.col("_via"))
     return src.join(deletes, "_key_json", "left").where(F.col("_tomb").isNull() | (newer > F.col("_tomb"))).drop("_tomb")
 
 
@@ -1127,7 +1290,9 @@ def _fold_partial(
     ``given``: ``rows`` also have ``_o_c<i>`` per non-key column (:data:`ORDER_TYPE`, null where
     the row does not carry it): the order of the column's value, which may be older than the
     row's ``_ord`` (a table row with :data:`COLUMN_ORDERS`); a column takes the value of the
-    greatest.
+    greatest, and the result keeps it as ``_o_c<i>``. Without ``given``, ``rows`` may still
+    have ``_o_c<i>`` (:func:`fill_moves`): where not null, the order of a carried column's
+    value in place of the row's.
 
     ``orders`` (per-column positions, :data:`COLUMN_ORDERS`): the row also gets ``_o_c<i>``
     per non-key column (:data:`ORDER_TYPE`: the order of the change whose value it took; null
@@ -1147,10 +1312,18 @@ def _fold_partial(
     values = [n for n in names if alias[n] not in keys]
     for n in values:
         a = alias[n]
-        aggs.append(F.max_by(a, F.col("_o" + a) if given else F.when(F.col("_p" + a), F.col("_ord"))).alias(a))
+        if given:
+            at = F.col("_o" + a)
+        elif "_o" + a in rows.columns:  # (fill_moves: a filled column's own order)
+            at = F.when(F.col("_p" + a), F.coalesce(F.col("_o" + a), F.col("_ord").cast(ORDER_TYPE)))
+        else:
+            at = F.when(F.col("_p" + a), F.col("_ord").cast(ORDER_TYPE))
+        aggs.append(F.max_by(a, at).alias(a))
         aggs.append(F.bool_or("_p" + a).alias("_p" + a))
-        if orders:
-            aggs.append(F.max(F.when(F.col("_p" + a), F.col("_ord").cast(ORDER_TYPE))).alias("_o" + a))
+        if orders or given:
+            aggs.append(F.max(at).alias("_o" + a))
+    if "_via" in rows.columns:  # (follow_moves: the key's copies count as of the move that brought them)
+        aggs.append(F.max("_via").alias("_via"))
     folded = seg.groupBy(*keys).agg(*aggs)
     if not orders:
         return folded

@@ -197,6 +197,7 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
 
     if "_from" in batch.columns:  # partial updates that move their row: the old key's values, from the versions too
         batch = fill_moves(batch, stored, plan, columns, truncs)
+        batch = batch.drop(*[c for c in batch.columns if c.startswith("_o_c")])  # (a history keeps no per-column positions)
     parts = [batch] + ([stored] if stored is not None else [])
     remembered = _remembered(spark, prep, deletes_path)
     if remembered is not None:

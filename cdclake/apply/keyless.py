@@ -67,6 +67,7 @@ from pyspark.sql import functions as F
 from cdclake.apply.delta_table import (
     KEY_JSON,
     META_COLUMNS,
+    MOVED,
     ORDER_TYPE,
     Prepared,
     _as_table_rows,
@@ -275,7 +276,9 @@ def _remembered(spark: SparkSession, deletes_path: str, table: str, columns: dic
             rem = rem.withColumn(c, F.lit(None).cast(t))
     schema = ", ".join(f"{q(n)} {t}" for n, t in columns.items())
     op = F.coalesce(F.col("op"), F.lit("d"))
-    rem = rem.where((F.col("table") == F.lit(table)) & F.col("key").isNotNull()).withColumn("_v", F.from_json(F.col("key"), schema))
+    # (not a keyed table's remembered move, op m: a table of that name that had a key)
+    rem = rem.where((F.col("table") == F.lit(table)) & F.col("key").isNotNull() & ~op.eqNullSafe(F.lit(MOVED)))
+    rem = rem.withColumn("_v", F.from_json(F.col("key"), schema))
     return rem.select(
         *[F.col("_v").getField(n).alias(f"_c{i}") for i, n in enumerate(columns)],
         F.to_json(F.col("_v"), KEY_JSON).alias("_k"),

@@ -162,6 +162,10 @@ class TablePlan:
         :attr:`snapshot_by_position`).
     max_delete: ``order`` of the batch's latest delete or full-image update (which may change the
         key, deleting the old key's row), else None.
+    max_move: ``order`` of the batch's latest partial update that moves its row (see ``moves``),
+        else None: kept per table in the progress (``move_position``), it says whether a later
+        batch may hold a change older than a remembered move
+        (:func:`cdclake.apply.delta_table.follow_moves`).
     ddl: ``(order, text, ddl)`` of each DDL event of the table in the batch.
     drops: columns the batch's DDL drops (and no later event of the batch declares), in order.
     renames: new name -> old name of the columns the batch's DDL renames (see
@@ -206,6 +210,7 @@ class TablePlan:
     min_data: tuple[int, Order] | None = None
     last_streamed: Order | None = None
     max_delete: Order | None = None
+    max_move: Order | None = None
     ddl: list[tuple[list, str, str]] = field(default_factory=list)
     drops: list[str] = field(default_factory=list)
     renames: dict[str, str] = field(default_factory=dict)
@@ -446,6 +451,8 @@ def summarize(
     kv_s, kb_s = "try_element_at(after, k_name)", "try_element_at(before, k_name)"
     count = lambda cond: F.count_if(cond & tabled)  # noqa: E731
     half = is_data & (op == "u") & F.col("present").isNull() & (F.col("before").isNull() != F.col("after").isNull())
+    moving = (is_data & (op == "u") & F.col("present").isNotNull() & F.col("before").isNotNull() & F.col("after").isNotNull()
+              & F.expr("exists(k_names, k -> map_contains_key(before, k) AND map_contains_key(after, k) AND NOT (before[k] <=> after[k]))"))
     aggs = [
         F.min(F.when(tabled, order)).alias("first_order"),
         F.max(F.when(tabled, order)).alias("last_order"),
@@ -456,8 +463,8 @@ def summarize(
         count(half).alias("halves"),
         # a partial update whose before image names a key column with another value moves its
         # row to a new key (the lambda runs on partial updates with both images only)
-        count(is_data & (op == "u") & F.col("present").isNotNull() & F.col("before").isNotNull() & F.col("after").isNotNull()
-              & F.expr("exists(k_names, k -> map_contains_key(before, k) AND map_contains_key(after, k) AND NOT (before[k] <=> after[k]))")).alias("moves"),
+        count(moving).alias("moves"),
+        F.max(F.when(tabled & moving, order)).alias("max_move"),
         F.max_by("primary_key", F.when(tabled & F.col("primary_key").isNotNull(), order)).alias("pk"),
         F.max(F.when(tabled & F.col("primary_key").isNotNull(), order)).alias("pk_order"),
         # the latest truncate: by position, then by its record (equal positions: arrival order)
@@ -636,6 +643,10 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
             d = _list(r["max_delete"])
             if p.max_delete is None or order_key(d) > order_key(p.max_delete):
                 p.max_delete = d
+        if r.get("max_move") is not None:
+            d = _list(r["max_move"])
+            if p.max_move is None or order_key(d) > order_key(p.max_move):
+                p.max_move = d
         for x in r["ddls"] or []:
             p.ddl.append((_list(x["order"]), x["text"], x["ddl"]))
             _read_table_renames(renames, k, x)

@@ -191,11 +191,11 @@ def _events(df: DataFrame, cols: list) -> DataFrame:
 
 
 def _with_lines(plan: BatchPlan, lines: dict[str, str], wave: list[TableRename], renamed: dict | None = None,
-                max_delete: dict | None = None) -> BatchPlan:
+                max_delete: dict | None = None, max_move: dict | None = None) -> BatchPlan:
     """``plan`` whose tables say ``lines[name]`` in the schema history, with their rename's
     DDL, ``renamed[name]`` (the step that ended the table, for the progress table) and
-    ``max_delete[name]`` (the deletes carried to it), and without source progress rows (the
-    events are not the source's)."""
+    ``max_delete[name]`` / ``max_move[name]`` (the deletes and remembered moves carried to it),
+    and without source progress rows (the events are not the source's)."""
     ddl = {n: r for r in wave for n in (r.old_name, r.new_name)}
     tables: list[TablePlan] = []
     for p in plan.tables:
@@ -203,7 +203,8 @@ def _with_lines(plan: BatchPlan, lines: dict[str, str], wave: list[TableRename],
             r = ddl[p.name]
             p = replace(p, ended=[*p.ended, lines[p.name]], ddl=[(list(r.order), r.text, r.ddl)],
                         renamed=[renamed[p.name]] if renamed and p.name in renamed else [],
-                        max_delete=max_delete.get(p.name, p.max_delete) if max_delete else p.max_delete)
+                        max_delete=max_delete.get(p.name, p.max_delete) if max_delete else p.max_delete,
+                        max_move=max_move.get(p.name, p.max_move) if max_move else p.max_move)
         tables.append(p)
     return replace(plan, tables=tables, progress=[])
 
@@ -275,7 +276,7 @@ def apply_renames(
         n = "-".join(str(index[id(r)]) for r in wave)
         progress = audit.read_progress(spark, target)  # as the wave before left it
         states = progress.table_states()
-        moves, ends, carried, lines_to, lines_from, renamed, max_delete = [], [], [], {}, {}, {}, {}
+        moves, ends, carried, lines_to, lines_from, renamed, max_delete, max_move = [], [], [], {}, {}, {}, {}, {}
         for r in wave:
             old, new = r.old_name, r.new_name
             if not DeltaTable.isDeltaTable(spark, table_path(target, old)):
@@ -296,6 +297,8 @@ def apply_renames(
             if state.delete_position is not None:
                 carried.append((r, index[id(r)]))
                 max_delete[new] = [*rename_point(r), *state.delete_position]
+                if state.move_position is not None:  # (a move is remembered with its delete)
+                    max_move[new] = [*rename_point(r), *state.move_position]
             renamed[old] = (rename_point(r), r.record, r.new)
             lines_to[new] = (f"table renamed from {old} at the source (position {r.text}): its rows moved here;"
                              " rows held before removed, as by a truncate")
@@ -310,7 +313,7 @@ def apply_renames(
             _carry_deletes(spark, target, r, _txn(txn, str(i), "deletes"))
         events = reduce(DataFrame.unionByName, moves).persist()
         try:
-            to_plan = _with_lines(plan_batch(events, primary_keys), lines_to, wave, max_delete=max_delete)
+            to_plan = _with_lines(plan_batch(events, primary_keys), lines_to, wave, max_delete=max_delete, max_move=max_move)
             moved = apply_batch(spark, events, target, primary_keys, _txn(txn, n, "to"), plan=to_plan, fmt=fmt, changelog=False)
         finally:
             events.unpersist()

@@ -22,14 +22,14 @@ def test_matched_rows_keep_the_greatest_and_newest_values():
     old = [
         row("f1", "db.t", last_position=d(5, 2), last_position_text="5:2", last_event_time_ms=50, updated_at_ms=1),
         row(None, "db.t", last_position=d(5, 2), last_position_text="5:2", last_event_time_ms=50, delete_position=d(4),
-            truncate_position=d(3), truncate_position_text="3", rows=10, updated_at_ms=1),
+            truncate_position=d(3), truncate_position_text="3", rows=10, updated_at_ms=1, move_position=d(2)),
         row("f0", None, last_position=d(1), last_position_text="1", last_heartbeat_ms=7, updated_at_ms=1),
     ]
     new = [
         # an older position arrives later (re-delivery): the position stays, the time still moves
         row("f1", "db.t", last_position=d(5, 1), last_position_text="5:1", last_event_time_ms=60, updated_at_ms=100),
         row(None, "db.t", last_position=d(6), last_position_text="6", last_event_time_ms=40, delete_position=d(3, 9),
-            truncate_position=d(2), truncate_position_text="2", rows=None, updated_at_ms=100),
+            truncate_position=d(2), truncate_position_text="2", rows=None, updated_at_ms=100, move_position=d(1, 9)),
         row("f2", None, last_position=d(9), last_position_text="9", last_heartbeat_ms=3, updated_at_ms=100),
     ]
     got = {(r["source"], r["table"]): r for r in merge_progress(old, new)}
@@ -41,6 +41,7 @@ def test_matched_rows_keep_the_greatest_and_newest_values():
     assert (t["last_position"], t["last_position_text"]) == (d(6), "6")
     assert t["last_event_time_ms"] == 50 and t["lag_ms"] == 50
     assert t["delete_position"] == d(4)  # [4] > [3, 9]: compared element by element
+    assert t["move_position"] == d(2)  # the latest remembered move, the same way
     assert (t["truncate_position"], t["truncate_position_text"]) == (d(3), "3")  # the older truncate loses
     assert t["rows"] == 10  # a batch without a row count keeps the old one
     assert got[("f0", None)] == old[2]  # untouched
@@ -53,6 +54,7 @@ def test_null_old_position_and_newer_truncate_take_the_batch_values():
                delete_position=d(1, 0), rows=0, updated_at_ms=2)]
     (t,) = merge_progress(old, new)
     assert (t["last_position"], t["truncate_position"], t["delete_position"], t["rows"]) == (d(1, 0), d(1), d(1, 0), 0)
+    assert t["move_position"] is None  # a row written before the column, a batch without a move
     assert t["lag_ms"] is None  # no event time on either side
     # the inputs are not modified
     assert old[0]["last_position"] is None and old[0]["rows"] == 3
