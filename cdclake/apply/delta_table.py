@@ -962,15 +962,15 @@ def fill_moves(
             cond = cond & df[a].eqNullSafe(w["_m_from"][a])
         # (not the update's own delete of the old key's row: same record, sub 0)
         own_delete = F.col("_ord").withField("_sub", F.lit(0)).eqNullSafe(w["_m_ord"].withField("_sub", F.lit(0)))
-        if "_via" in df.columns:  # a copy a remembered move brought (follow_moves) is its key's from that move on
-            cond = cond & (F.col("_via").isNull() | (F.col("_via") < F.expr(_order_of_change("_m_ord"))))
         return df.join(w, cond & ~own_delete)
 
     def each(df: DataFrame) -> list:  # a change's order for each column it carries
-        return [F.when(F.col("_p" + a), F.col("_ord").cast(ORDER_TYPE)).alias("_o" + a) for a in values]
+        return [F.when(F.col("_p" + a), F.coalesce(*([F.col("_o" + a)] if "_o" + a in df.columns else []), F.col("_ord").cast(ORDER_TYPE)))
+                .alias("_o" + a) for a in values]
 
     orders = ["_o" + a for a in values]
-    own = before_the_move(rows.select(*values, *flags, *_ROW_META, *(["_via"] if "_via" in rows.columns else [])))
+    given = [c for c in rows.columns if c.startswith("_o_c")]  # (follow_moves' copies: their columns' own orders)
+    own = before_the_move(rows.select(*values, *flags, *_ROW_META, *given))
     parts = [own.select(*values, *flags, *_ROW_META, *each(own), "_m_from", "_m_ord")]
     if prior is not None:
         if orders[0] not in prior.columns:  # full images: every column has the row's order
@@ -1001,11 +1001,11 @@ def fill_moves(
         use = F.coalesce(~F.col("_p" + a) & ~F.col("_s_op").isin("d", "t") & F.col("_s_p" + a), F.lit(False))
         filled_cols.append(F.when(use, F.col("_s" + a)).otherwise(F.col(a)))
         filled_flags.append(F.col("_p" + a) | use)
-        filled_orders.append(F.when(use, F.col("_s_o" + a)).alias("_o" + a))
+        filled_orders.append(F.when(use, F.col("_s_o" + a)).otherwise(F.col("_o" + a) if "_o" + a in given else F.lit(None)).alias("_o" + a))
     whole = F.lit(True)
     for f in filled_flags:
         whole = whole & f
-    other = [c for c in rows.columns if c not in values + flags + ["_present", "_from"]]
+    other = [c for c in rows.columns if c not in values + flags + ["_present", "_from"] + given]
     filled = m.select(
         *[c.alias(a) for c, a in zip(filled_cols, values)],
         *[f.alias(n) for f, n in zip(filled_flags, flags)],
@@ -1014,7 +1014,8 @@ def fill_moves(
         *other,
         *filled_orders,
     )
-    kept = rows.where(~moving).drop("_from").select("*", *[F.lit(None).cast(ORDER_TYPE).alias("_o" + a) for a in values if a not in keys])
+    kept = rows.where(~moving).drop("_from").select(
+        "*", *[F.lit(None).cast(ORDER_TYPE).alias("_o" + a) for a in values if a not in keys and "_o" + a not in given])
     return kept.unionByName(filled)
 
 
@@ -1056,36 +1057,37 @@ def follow_moves(
     """``rows`` of :func:`change_rows` (any ``_from`` kept) with, added, a copy of each change
     (not a delete) that a remembered move carries to another key (``_cdclake/deletes``,
     :func:`_moves_to_remember`): the copy is the change as a partial update (op ``u``,
-    ``_present`` the columns it carries, ``_from`` null) of the key the row was moved to last,
-    at the change's own order.
+    ``_present`` the columns it carries, ``_from`` null) of the key the row was moved to last.
+    All rows also get ``_o_c<i>`` per non-key column (:data:`ORDER_TYPE`): on a copy, the
+    change's own order for each column it carries, while its ``_ord`` is the order of the move
+    that brought it there (sub 0: before that move's own update of the new key); null on
+    ``rows``' own changes (their ``_ord``). So a copy is its new key's change from that move
+    on (the fold's last full image, :func:`fill_moves`' state before an older move of the key,
+    the deletes check) while its values compete per column with their own positions
+    (:func:`_fold_partial`, :func:`_by_column_sets`). ``_moved_in`` (boolean, true on a copy):
+    :func:`_fold_partial` begins the key's row at a copy's move, as at a full image (the key's
+    changes before it are of an earlier row of that key).
 
-    A change of key A is followed when A's first remembered delete or move not older than the
-    change is a move (a move wins over its own delete of A, of the same order), to its new key
-    B; there, B's first remembered delete or move newer than that move decides again: a move
-    goes on (up to :data:`MOVE_HOPS` moves), a delete drops the copy, nothing makes the copy.
-    So the old key's insert (or any change) that arrives in a later batch than the partial
-    update that moved its row still sets, in the row the key went to, the columns no newer
-    change has set (per-column positions decide, :func:`_by_column_sets`), as it would have
-    had it arrived first; the change itself, under the old key, is still dropped there by the
-    remembered move (:func:`_drop_older_than_deletes`).
+    A change of key A is followed when A's first delete or move not older than the change
+    (remembered, or a delete of the batch; a move wins over its own delete of A, of the same
+    order) is a move, to its new key B; there, B's first delete or move newer than that move
+    decides again: a move goes on (up to :data:`MOVE_HOPS` moves), a delete drops the copy,
+    nothing makes the copy. So the old key's insert (or any change) that arrives in a later
+    batch than the partial update that moved its row still sets, in the row the key went to,
+    the columns no newer change has set, as it would have had it arrived first; the change
+    itself, under the old key, is still dropped there by the remembered move
+    (:func:`_drop_older_than_deletes`).
 
     Read only when the batch holds a change not newer than the table's latest remembered move
     (:func:`_needs_move_check`), on a table with per-column positions. Lazy: no Spark job of
-    its own.
-    Returns the rows and whether copies may have been added (their keys may lie outside the
-    batch's key range: the MERGE then takes none, :func:`merge_condition_sql`).
-
-    A copy also has ``_via`` (the :func:`order_sql` order of the move that brought it; null on
-    ``rows``' own changes, a column added to them): it belongs to its new key from that move on,
-    so :func:`fill_moves` does not read it as the key's state before an older move of the key,
-    and the deletes check (:func:`_drop_older_than_deletes`) keeps it unless the key was
-    deleted after that move.
+    its own. Returns the rows and whether copies may have been added (their keys may lie
+    outside the batch's key range: the MERGE then takes none, :func:`merge_condition_sql`).
 
     Limits: a chain longer than :data:`MOVE_HOPS` moves is not followed; a move that itself
     arrives late carries only the columns it carries, not its old key's row, further along a
-    chain applied before it; the deletes check compares a key's folded change, so a stale
-    change of the new key's earlier row (older than its delete) folded in one batch with a
-    copy counts as of the copy's move."""
+    chain applied before it; a partial change of the new key's earlier row (before a delete
+    of it older than the move) that arrives in the same batch as a copy is not told apart
+    from the new row's changes."""
     rem = spark.read.format("delta").load(deletes_path)
     if "to" not in rem.columns:
         return rows, False
@@ -1099,31 +1101,42 @@ def follow_moves(
     if plan.min_data is not None:  # (an entry older than the batch's oldest change decides nothing)
         rank, order = plan.min_data
         rem = rem.where(F.expr(f"struct(1, position) >= struct({rank}, {_order_sql(order)})"))
-    ents = rem.select(
+    key_json = F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in plan.key]), KEY_JSON)
+    remembered = rem.select(
         F.to_json(F.from_json(F.col("key"), key_schema), KEY_JSON).alias("_e_key"),
         F.expr(_ORDER_OF_DELETE).alias("_e_ord"),
         F.when(F.col("op") == MOVED, F.lit(0)).otherwise(F.lit(1)).alias("_e_d"),
         F.when(F.col("op") == MOVED, F.from_json(F.col("to"), key_schema)).alias("_e_to"),
     )
-    key_json = F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in plan.key]), KEY_JSON)
+    # the batch's own deletes end a key's row as remembered ones do (a move's own delete of its
+    # old key among them: the move, remembered, wins the tie)
+    ents = remembered.unionByName(rows.where(F.col("_op") == "d").select(
+        key_json.alias("_e_key"), F.expr(_order_of_change("_ord")).alias("_e_ord"), F.lit(1).alias("_e_d"),
+        F.lit(None).cast(remembered.schema["_e_to"].dataType).alias("_e_to")))
     names = list(columns)
     carried = [n for n in names if n not in plan.key]
     own = rows.columns
-    via_type = ents.schema["_e_ord"].dataType
-    out = rows.withColumn("_via", F.lit(None).cast(via_type))
+    orders = ["_o" + alias[n] for n in carried]
+    via_type = remembered.schema["_e_ord"].dataType
+    out = rows.select("*", *[F.lit(None).cast(ORDER_TYPE).alias(o) for o in orders], F.lit(None).cast("boolean").alias("_moved_in"))
     # a frontier row: a change (as of its key now) and ``_via``, the order of the move that
     # brought it there (null: the change's own key, where entries from its own order count)
     frontier = rows.where(F.col("_op") != "d").withColumn("_via", F.lit(None).cast(via_type))
     # (only the changes of a key some remembered move left: the others stay where they are)
-    movers = ents.where(F.col("_e_to").isNotNull()).select(F.col("_e_key").alias("_mk")).distinct()
+    movers = remembered.where(F.col("_e_to").isNotNull()).select(F.col("_e_key").alias("_mk")).distinct()
     frontier = frontier.join(movers, key_json == F.col("_mk"), "left_semi")
+    via_ord = F.struct(*[F.col("_via")[f].alias(g) for f, g in
+                         (("rank", "_rank"), ("pos", "pos"), ("sub", "_sub"), ("file", "file"), ("line", "line"), ("part", "part"),
+                          ("off", "off"))]).cast(ORDER_TYPE)
     for hop in range(MOVE_HOPS + 1):
         since = F.col("_e_ord") > F.col("_via") if hop else F.col("_e_ord") >= F.expr(_order_of_change("_ord"))
         cand = frontier.withColumn("_kj", key_json).join(ents, (F.col("_e_key") == F.col("_kj")) & since, "left")
         w = Window.partitionBy("_kj", "_ord", "_via").orderBy("_e_ord", "_e_d")
         first = cand.withColumn("_n", F.row_number().over(w)).where(F.col("_n") == 1)
-        if hop:  # nothing remembered after the move that brought it: a copy to apply
-            out = out.unionByName(first.where(F.col("_e_ord").isNull()).select(*own, "_via"))
+        if hop:  # nothing after the move that brought it: a copy to apply, a change of that move
+            out = out.unionByName(first.where(F.col("_e_ord").isNull()).select(
+                *[via_ord.alias(c) if c == "_ord" else F.col(c) for c in own],
+                *[F.when(F.col("_p" + o[2:]), F.col("_ord").cast(ORDER_TYPE)).alias(o) for o in orders], F.lit(True).alias("_moved_in")))
         if hop == MOVE_HOPS:
             break
         frontier = first.where(F.col("_e_to").isNotNull()).select(
@@ -1276,8 +1289,6 @@ def _drop_older_than_deletes(
         .agg(F.max(F.expr(_ORDER_OF_DELETE)).alias("_tomb"))
     )
     newer = F.expr(_order_of_change("_ord"))
-    if "_via" in src.columns:  # a copy follow_moves made: its key's row from the move that brought it on
-        newer = F.greatest(newer, F.col("_via"))
     return src.join(deletes, "_key_json", "left").where(F.col("_tomb").isNull() | (newer > F.col("_tomb"))).drop("_tomb")
 
 
@@ -1300,6 +1311,8 @@ def _fold_partial(
     null when every column's is the row's ``_ord``)."""
     w = Window.partitionBy(*keys)
     full = F.col("_op").isin("c", "r", "d") | F.col("_present").isNull()
+    if "_moved_in" in rows.columns:  # a copy follow_moves made begins its key's row at its move: older changes are of an earlier row
+        full = full | F.coalesce(F.col("_moved_in"), F.lit(False))
     seg = rows.withColumn("_last_full", F.max(F.when(full, F.col("_ord"))).over(w)).where(
         F.col("_last_full").isNull() | (F.col("_ord") >= F.col("_last_full"))
     )
@@ -1322,8 +1335,6 @@ def _fold_partial(
         aggs.append(F.bool_or("_p" + a).alias("_p" + a))
         if orders or given:
             aggs.append(F.max(at).alias("_o" + a))
-    if "_via" in rows.columns:  # (follow_moves: the key's copies count as of the move that brought them)
-        aggs.append(F.max("_via").alias("_via"))
     folded = seg.groupBy(*keys).agg(*aggs)
     if not orders:
         return folded
