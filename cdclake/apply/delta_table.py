@@ -48,16 +48,21 @@ error (its SQL ``QueryBuilder`` reads it right): measured, see tests/readers.py.
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from dataclasses import dataclass, field
+from decimal import Decimal
 from functools import reduce
 
 from delta.tables import DeltaTable
 from py4j.protocol import Py4JError
 from pyspark.sql import DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as ST
 
 from cdclake.apply import types as T
+from cdclake.apply.moves import Entry, order_sort_key, resolve
 from cdclake.apply.plan import RECORD_FIELDS, TablePlan, _sql_str, ranked_key, truncate_key
 from cdclake.errors import CdclakeError
 from cdclake.normalize import pair_update_halves
@@ -150,6 +155,27 @@ def _order_of_row(t: str, by_position: bool = False) -> str:
 #: :func:`order_sql` of a remembered delete (a ``_cdclake/deletes`` row: a delete is streamed,
 #: rank 1; ``sub`` and ``record`` read null in rows written before they existed)
 _ORDER_OF_DELETE = order_sql("1", "position", "coalesce(sub, 1)", *(f"record.{f}" for f in RECORD_FIELDS))
+
+
+#: the columns ``_cdclake/deletes`` gained after its first layout (:mod:`cdclake.apply.audit`),
+#: with their types: rows written before a column existed read it as null
+DELETES_LATER_COLUMNS = {"record": None, "sub": "int", "event_time_ms": "bigint", "op": "string", "to": "string"}
+
+
+def read_deletes(spark: SparkSession, deletes_path: str, table: str, version: int | None = None) -> DataFrame:
+    """The rows of ``_cdclake/deletes`` (:mod:`cdclake.apply.audit`) of ``table`` (remembered
+    deletes, truncates of a history table, a keyless table's copies, moves: every ``op``),
+    with every column of :data:`DELETES_LATER_COLUMNS` (null where the table was written
+    before it existed; ``op`` null is a delete). ``version``: read as of that Delta version
+    (None: the latest the session knows). Lazy: no Spark job of its own."""
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", version)
+    rem = reader.load(deletes_path)
+    for c, t in DELETES_LATER_COLUMNS.items():
+        if c not in rem.columns:
+            rem = rem.withColumn(c, F.lit(None).cast(t or META_COLUMNS["_cdc_record"]))
+    return rem.where(F.col("table") == F.lit(table))
 
 
 def _record_of(ord_: str) -> str:
@@ -539,7 +565,7 @@ def write_table(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_
                                    by_column=prep.column_orders)
         out.cached = cached
         if prep.exists:
-            if not _merge(spark, path, src, plan, columns, result, by_column=prep.column_orders, ranged=not followed):
+            if not _merge(spark, path, src, plan, columns, result, by_column=prep.column_orders, reach=followed):
                 result.replayed = True
                 rows_before = None
         else:
@@ -626,16 +652,17 @@ def _as_table_rows(src: DataFrame, columns: dict[str, str], by_column: bool = Fa
     )
 
 
-def merge_condition_sql(plan: TablePlan, columns: dict[str, str], ranged: bool = True) -> str:
+def merge_condition_sql(plan: TablePlan, columns: dict[str, str], reach: list[str] = ()) -> str:
     """The MERGE condition of ``plan``'s table (target ``t``, source ``s`` with columns
     ``_c<i>`` in ``columns`` order): the key columns equal (null-safe; every column for a table
     without a key) and, when the batch gives one, :func:`key_range_sql` on ``t``, so that Delta
     skips the files whose key range lies outside the batch's (tables written in key order, e.g.
-    auto-increment keys); ``ranged`` False: no range."""
+    auto-increment keys); ``reach``: keys (JSON) outside the batch that the source may also
+    hold (:func:`follow_moves`), which the range must hold too."""
     key = plan.key or list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(columns)}
     cond = " AND ".join(f"t.{q(k)} <=> s.{alias[k]}" for k in key)
-    rng = key_range_sql(plan, columns, "t.") if ranged else None
+    rng = key_range_sql(plan, columns, "t.", reach)
     return cond if rng is None else f"{cond} AND {rng}"
 
 
@@ -643,16 +670,21 @@ def merge_condition_sql(plan: TablePlan, columns: dict[str, str], ranged: bool =
 _INT_BOUNDS = {"tinyint": (-(2**7), 2**7 - 1), "smallint": (-(2**15), 2**15 - 1), "int": (-(2**31), 2**31 - 1), "bigint": (-(2**63), 2**63 - 1)}
 
 
-def key_range_sql(plan: TablePlan, columns: dict[str, str], prefix: str = "") -> str | None:
+def key_range_sql(plan: TablePlan, columns: dict[str, str], prefix: str = "", reach: list[str] = ()) -> str | None:
     """SQL: the table's first key column (``prefix`` + its name) within the range of the
     batch's values of it, before and after images (:meth:`KeyStats.range_for`), or None when
     the batch gives no safe range. The range comes from the planning aggregate: no job of its
-    own."""
+    own. ``reach``: more keys (JSON objects, :data:`KEY_JSON`) the range must hold; only
+    integer, decimal and string columns widen by them (another type gives no range)."""
     k0 = plan.key[0] if plan.key else None
     rng = plan.key_stats.range_for(k0, T.normalize(columns[k0])) if k0 is not None else None
     if rng is None:
         return None
     t = T.normalize(columns[k0])
+    if reach:
+        rng = _widened(rng, t, [json.loads(j, parse_float=Decimal).get(k0) for j in reach])
+        if rng is None:
+            return None
     if t in _INT_BOUNDS and isinstance(rng[0], int) and not (_INT_BOUNDS[t][0] <= rng[0] and rng[1] <= _INT_BOUNDS[t][1]):
         return None  # a value the column cannot hold (bad data): the CAST would wrap (ANSI off)
     if t.startswith("decimal"):  # the floor/ceiling may not fit the column's own precision
@@ -664,21 +696,38 @@ def key_range_sql(plan: TablePlan, columns: dict[str, str], prefix: str = "") ->
     return f"{prefix}{q(k0)} >= {lo} AND {prefix}{q(k0)} <= {hi}"
 
 
+def _widened(rng: tuple, t: str, values: list) -> tuple | None:
+    """``rng`` (:meth:`KeyStats.range_for` of a column of normalized type ``t``) widened to
+    hold ``values`` (as JSON reads them), or None when it cannot be (a null, a value of
+    another kind, a type compared here only as text: date, timestamp)."""
+    lo, hi = rng
+    for v in values:
+        if isinstance(v, bool) or v is None:
+            return None
+        if isinstance(rng[0], int) and isinstance(v, (int, Decimal)) and (t in _INT_BOUNDS or t.startswith("decimal")):
+            lo, hi = min(lo, math.floor(v)), max(hi, math.ceil(v))
+        elif t == "string" and isinstance(v, str):
+            lo, hi = min(lo, v), max(hi, v)
+        else:
+            return None
+    return lo, hi
+
+
 def _merge(
     spark: SparkSession, path: str, src: DataFrame, plan: TablePlan, columns: dict[str, str], result: ApplyResult, by_column: bool = False,
-    ranged: bool = True,
+    reach: list[str] = (),
 ) -> bool:
     """MERGE ``src`` into the table; the metrics go to ``result``. False when Delta skipped the
     MERGE: the session's transaction identity was already committed to the table.
 
     ``by_column``: the table keeps per-column positions (:data:`COLUMN_ORDERS`; ``src`` has
     :func:`_fold_partial`'s ``_o_c<i>`` and ``_orders``): see :func:`_by_column_sets`.
-    ``ranged``: the condition holds the batch's key range (:func:`merge_condition_sql`); off
-    when ``src`` may hold keys outside it (:func:`follow_moves`)."""
+    ``reach``: keys (JSON) outside the batch that ``src`` may hold (:func:`follow_moves`), for
+    the condition's key range (:func:`merge_condition_sql`)."""
     key = plan.key or list(columns)
     names = list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
-    cond = F.expr(merge_condition_sql(plan, columns, ranged))
+    cond = F.expr(merge_condition_sql(plan, columns, reach))
     wins = f"({_order_of_change('s._ord')} > {_order_of_row('t', plan.snapshot_by_position)})"
     meta = {
         "_cdc_position": "s._ord.pos",
@@ -1022,9 +1071,6 @@ def fill_moves(
 #: a remembered move (``_cdclake/deletes`` ``op``): a partial update moved the row of ``key`` to
 #: the key ``to`` (:func:`follow_moves`)
 MOVED = "m"
-#: how many remembered moves one change of a batch follows (a chain of key changes: a -> b in
-#: one batch, b -> c in a later one); the rest of a longer chain is not followed
-MOVE_HOPS = 3
 
 
 def _moves_to_remember(rows: DataFrame, plan: TablePlan, columns: dict[str, str]) -> DataFrame:
@@ -1053,7 +1099,7 @@ def _moves_to_remember(rows: DataFrame, plan: TablePlan, columns: dict[str, str]
 
 def follow_moves(
     spark: SparkSession, rows: DataFrame, plan: TablePlan, columns: dict[str, str], deletes_path: str
-) -> tuple[DataFrame, bool]:
+) -> tuple[DataFrame, list[str]]:
     """``rows`` of :func:`change_rows` (any ``_from`` kept) with, added, a copy of each change
     (not a delete) that a remembered move carries to another key (``_cdclake/deletes``,
     :func:`_moves_to_remember`): the copy is the change as a partial update (op ``u``,
@@ -1071,84 +1117,98 @@ def follow_moves(
     A change of key A is followed when A's first delete or move not older than the change
     (remembered, or a delete of the batch; a move wins over its own delete of A, of the same
     order) is a move, to its new key B; there, B's first delete or move newer than that move
-    decides again: a move goes on (up to :data:`MOVE_HOPS` moves), a delete drops the copy,
+    decides again: a move goes on (up to :data:`cdclake.apply.moves.MOVE_HOPS` moves), a delete drops the copy,
     nothing makes the copy. So the old key's insert (or any change) that arrives in a later
     batch than the partial update that moved its row still sets, in the row the key went to,
     the columns no newer change has set, as it would have had it arrived first; the change
     itself, under the old key, is still dropped there by the remembered move
     (:func:`_drop_older_than_deletes`).
 
-    Read only when the batch holds a change not newer than the table's latest remembered move
-    (:func:`_needs_move_check`), on a table with per-column positions. Lazy: no Spark job of
-    its own. Returns the rows and whether copies may have been added (their keys may lie
-    outside the batch's key range: the MERGE then takes none, :func:`merge_condition_sql`).
+    How: the table's remembered moves not older than the batch's oldest change, then the
+    remembered deletes of the keys they touch, are collected (two small Spark jobs; none more
+    when there is no such move) and every chain is resolved once on the driver
+    (:func:`cdclake.apply.moves.resolve`) into stretches of a key's history that lead to a
+    key; the batch's changes meet them in one range join with that small table, and, when the
+    batch holds deletes (:attr:`TablePlan.max_delete`, :attr:`TablePlan.moves`), one join with
+    those drops the changes whose chain a delete of the batch cuts.
 
-    Limits: a chain longer than :data:`MOVE_HOPS` moves is not followed; a move that itself
+    Read only when the batch holds a change not newer than the table's latest remembered move
+    (:func:`_needs_move_check`), on a table with per-column positions. Returns the rows
+    (unchanged, without ``_o_c<i>``, when no remembered move can be followed) and the keys
+    (JSON, :data:`KEY_JSON`) copies may go to, which may lie outside the batch's key range
+    (:func:`merge_condition_sql` widens the range with them).
+
+    Limits: a chain longer than :data:`cdclake.apply.moves.MOVE_HOPS` moves is not followed; a move that itself
     arrives late carries only the columns it carries, not its old key's row, further along a
     chain applied before it; a partial change of the new key's earlier row (before a delete
     of it older than the move) that arrives in the same batch as a copy is not told apart
-    from the new row's changes."""
-    rem = spark.read.format("delta").load(deletes_path)
-    if "to" not in rem.columns:
-        return rows, False
-    for c, t in (("record", META_COLUMNS["_cdc_record"]), ("sub", "int")):
-        if c not in rem.columns:
-            rem = rem.withColumn(c, F.lit(None).cast(t))
+    from the new row's changes; the remembered moves newer than the batch's oldest change are
+    read to the driver (a late batch behind very many key changes costs driver memory)."""
+    rem = read_deletes(spark, deletes_path, plan.name)
     key_schema = ", ".join(f"{q(k)} {columns[k]}" for k in plan.key)
     alias = {n: f"_c{i}" for i, n in enumerate(columns)}
-    rem = rem.where((F.col("table") == F.lit(plan.name)) & F.col("key").isNotNull()
-                    & (F.col("op").isNull() | F.col("op").isin("d", MOVED)))
+    rem = rem.where(F.col("key").isNotNull() & (F.col("op").isNull() | F.col("op").isin("d", MOVED)))
     if plan.min_data is not None:  # (an entry older than the batch's oldest change decides nothing)
         rank, order = plan.min_data
         rem = rem.where(F.expr(f"struct(1, position) >= struct({rank}, {_order_sql(order)})"))
-    key_json = F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in plan.key]), KEY_JSON)
-    remembered = rem.select(
-        F.to_json(F.from_json(F.col("key"), key_schema), KEY_JSON).alias("_e_key"),
-        F.expr(_ORDER_OF_DELETE).alias("_e_ord"),
-        F.when(F.col("op") == MOVED, F.lit(0)).otherwise(F.lit(1)).alias("_e_d"),
-        F.when(F.col("op") == MOVED, F.from_json(F.col("to"), key_schema)).alias("_e_to"),
+
+    def norm(c: str):  # a key as written now (types widen: the JSON of its batch's types read back)
+        return F.to_json(F.from_json(F.col(c), key_schema), KEY_JSON)
+
+    ent = rem.select(norm("key").alias("k"), F.expr(_ORDER_OF_DELETE).alias("o"),
+                     F.when(F.col("op") == MOVED, norm("to")).alias("t"))
+    moved = ent.where(F.col("t").isNotNull()).collect()
+    if not moved:
+        return rows, []
+    touched = sorted({r.k for r in moved} | {r.t for r in moved})
+    ended = ent.where(F.col("t").isNull() & F.col("k").isin(touched)).collect()
+    reach = resolve([Entry(r.k, r.o, order_sort_key(r.o), r.t) for r in moved + ended])
+    if not reach:
+        return rows, []
+    order_type = ent.schema["o"].dataType
+    seg_type = ST.StructType([ST.StructField("k", ST.StringType()), ST.StructField("lo", order_type),
+                              ST.StructField("incl", ST.BooleanType()), ST.StructField("hi", order_type)])
+    reaches = spark.createDataFrame(
+        [(r.key, r.lo, r.hi, r.to, r.via, [(s.key, s.lo, False, s.hi) for s in r.segments]) for r in reach],
+        ST.StructType([ST.StructField("_i_key", ST.StringType()), ST.StructField("_i_lo", order_type),
+                       ST.StructField("_i_hi", order_type), ST.StructField("_i_to", ST.StringType()),
+                       ST.StructField("_i_via", order_type), ST.StructField("_i_segs", ST.ArrayType(seg_type))]),
     )
-    # the batch's own deletes end a key's row as remembered ones do (a move's own delete of its
-    # old key among them: the move, remembered, wins the tie)
-    ents = remembered.unionByName(rows.where(F.col("_op") == "d").select(
-        key_json.alias("_e_key"), F.expr(_order_of_change("_ord")).alias("_e_ord"), F.lit(1).alias("_e_d"),
-        F.lit(None).cast(remembered.schema["_e_to"].dataType).alias("_e_to")))
+    key_json = F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in plan.key]), KEY_JSON)
+    this = F.expr(_order_of_change("_ord"))
+    changes = rows.where(F.col("_op") != "d").withColumn("_kj", key_json).withColumn("_co", this)
+    cand = changes.join(F.broadcast(reaches), (F.col("_kj") == F.col("_i_key")) & (F.col("_co") <= F.col("_i_hi"))
+                        & (F.col("_i_lo").isNull() | (F.col("_co") > F.col("_i_lo"))))
+    if plan.max_delete is not None or plan.moves:  # the batch holds deletes: one may cut a chain
+        first = F.struct(F.col("_kj").alias("k"), F.col("_co").alias("lo"), F.lit(True).alias("incl"), F.col("_i_hi").alias("hi"))
+        stretches = cand.select(F.col("_kj").alias("_hk"), F.col("_co").alias("_hc"),
+                                F.explode(F.concat(F.array(first), F.col("_i_segs"))).alias("_s"))
+        dels = rows.where(F.col("_op") == "d").select(key_json.alias("_dk"), this.alias("_do"))
+        s = F.col("_s")
+        cut = stretches.join(dels, (s["k"] == F.col("_dk")) & F.when(s["incl"], F.col("_do") >= s["lo"]).otherwise(F.col("_do") > s["lo"])
+                             & (s["hi"].isNull() | (F.col("_do") < s["hi"])), "left_semi").select("_hk", "_hc")
+        cand = cand.join(cut, (F.col("_kj") == F.col("_hk")) & F.col("_co").eqNullSafe(F.col("_hc")), "left_anti")
     names = list(columns)
     carried = [n for n in names if n not in plan.key]
-    own = rows.columns
     orders = ["_o" + alias[n] for n in carried]
-    via_type = remembered.schema["_e_ord"].dataType
+    to = F.from_json(F.col("_i_to"), key_schema)
+    via = F.struct(*[F.col("_i_via")[f].alias(g) for f, g in
+                     (("rank", "_rank"), ("pos", "pos"), ("sub", "_sub"), ("file", "file"), ("line", "line"), ("part", "part"),
+                      ("off", "off"))]).cast(ORDER_TYPE)
+    made = {alias[k]: to.getField(k).cast(columns[k]) for k in plan.key}
+    made.update({"_p" + alias[k]: F.lit(True) for k in plan.key})
+    made.update({
+        "_ord": via,
+        "_op": F.lit("u"),
+        "_present": F.array_compact(F.array(*[F.lit(k) for k in plan.key], *[F.when(F.col("_p" + alias[n]), F.lit(n)) for n in carried])),
+    })
+    if "_from" in rows.columns:
+        made["_from"] = F.lit(None).cast(rows.schema["_from"].dataType)
+    copies = cand.select(*[made.get(c, F.col(c)).alias(c) for c in rows.columns],
+                         *[F.when(F.col("_p" + o[2:]), F.col("_ord").cast(ORDER_TYPE)).alias(o) for o in orders],
+                         F.lit(True).alias("_moved_in"))
     out = rows.select("*", *[F.lit(None).cast(ORDER_TYPE).alias(o) for o in orders], F.lit(None).cast("boolean").alias("_moved_in"))
-    # a frontier row: a change (as of its key now) and ``_via``, the order of the move that
-    # brought it there (null: the change's own key, where entries from its own order count)
-    frontier = rows.where(F.col("_op") != "d").withColumn("_via", F.lit(None).cast(via_type))
-    # (only the changes of a key some remembered move left: the others stay where they are)
-    movers = remembered.where(F.col("_e_to").isNotNull()).select(F.col("_e_key").alias("_mk")).distinct()
-    frontier = frontier.join(movers, key_json == F.col("_mk"), "left_semi")
-    via_ord = F.struct(*[F.col("_via")[f].alias(g) for f, g in
-                         (("rank", "_rank"), ("pos", "pos"), ("sub", "_sub"), ("file", "file"), ("line", "line"), ("part", "part"),
-                          ("off", "off"))]).cast(ORDER_TYPE)
-    for hop in range(MOVE_HOPS + 1):
-        since = F.col("_e_ord") > F.col("_via") if hop else F.col("_e_ord") >= F.expr(_order_of_change("_ord"))
-        cand = frontier.withColumn("_kj", key_json).join(ents, (F.col("_e_key") == F.col("_kj")) & since, "left")
-        w = Window.partitionBy("_kj", "_ord", "_via").orderBy("_e_ord", "_e_d")
-        first = cand.withColumn("_n", F.row_number().over(w)).where(F.col("_n") == 1)
-        if hop:  # nothing after the move that brought it: a copy to apply, a change of that move
-            out = out.unionByName(first.where(F.col("_e_ord").isNull()).select(
-                *[via_ord.alias(c) if c == "_ord" else F.col(c) for c in own],
-                *[F.when(F.col("_p" + o[2:]), F.col("_ord").cast(ORDER_TYPE)).alias(o) for o in orders], F.lit(True).alias("_moved_in")))
-        if hop == MOVE_HOPS:
-            break
-        frontier = first.where(F.col("_e_to").isNotNull()).select(
-            *[(F.col("_e_to").getField(n) if n in plan.key else F.col(alias[n])).cast(columns[n]).alias(alias[n]) for n in names],
-            *[(F.lit(True) if n in plan.key else F.col("_p" + alias[n])).alias("_p" + alias[n]) for n in names],
-            F.lit("u").alias("_op"),
-            F.array_compact(F.array(*[F.lit(k) for k in plan.key], *[F.when(F.col("_p" + alias[n]), F.lit(n)) for n in carried])).alias("_present"),
-            "_ord", "_pos_text", "_etime",
-            *([F.lit(None).cast(rows.schema["_from"].dataType).alias("_from")] if "_from" in own else []),
-            F.col("_e_ord").alias("_via"),
-        )
-    return out, True
+    return out.unionByName(copies), sorted({r.to for r in reach})
 
 
 def _fold(
@@ -1161,13 +1221,13 @@ def _fold(
     deletes_path: str,
     path: str | None = None,
     by_column: bool = False,
-) -> tuple[DataFrame, list[DataFrame], DataFrame | None, bool]:
+) -> tuple[DataFrame, list[DataFrame], DataFrame | None, list[str]]:
     """The MERGE source: the batch's last change per key (folded column by column for partial
     images), typed as the table's columns ``_c<i>``, with ``_op``, ``_ord`` (the order struct),
     ``_pos_text``, ``_etime``, ``_p_c<i>`` (column carried) and ``_key_json``. Persisted; returns
     it, the frames to unpersist, the batch's moves to remember (:func:`_moves_to_remember`,
-    None when the batch moves no row) and whether changes may have followed remembered moves
-    to keys outside the batch's key range (the MERGE then takes no range). ``path``: the existing table (None: created by this
+    None when the batch moves no row) and the keys (JSON) changes may have followed remembered
+    moves to (:func:`follow_moves`; empty: none), which the MERGE's key range must hold. ``path``: the existing table (None: created by this
     batch), read only for the rows that partial updates move to a new key (:func:`fill_moves`).
     A change older than a remembered move of its key goes to the move's new key first
     (:func:`follow_moves`; only on a table with per-column positions).
@@ -1178,7 +1238,7 @@ def _fold(
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
     rows = change_rows(events, plan, columns, truncate)
     frames = []
-    followed = False
+    followed: list[str] = []
     if by_column and plan.key and _needs_move_check(plan, state) and DeltaTable.isDeltaTable(spark, deletes_path):
         rows, followed = follow_moves(spark, rows, plan, columns, deletes_path)
     moves = None
@@ -1247,18 +1307,23 @@ def _table_points(spark: SparkSession, path: str, plan: TablePlan, columns: dict
 def _needs_delete_check(plan: TablePlan, state: TableState) -> bool:
     """Whether some change of the batch may be older than a delete of an earlier batch: only
     then is the deletes table read (an in-order stream never reads it)."""
-    if state.delete_position is None or plan.min_data is None:
-        return False
-    return ranked_key(*plan.min_data) <= ranked_key(1, state.delete_position)  # equal: the record decides
+    return _may_be_older(plan, state.delete_position)
 
 
 def _needs_move_check(plan: TablePlan, state: TableState) -> bool:
     """Whether some change of the batch may be older than a move an earlier batch remembered
     (:func:`follow_moves`): an in-order stream, and a table no partial update moved a row of,
     never follow."""
-    if state.move_position is None or plan.min_data is None:
+    return _may_be_older(plan, state.move_position)
+
+
+def _may_be_older(plan: TablePlan, position) -> bool:
+    """Whether the batch's oldest change may be older than an earlier batch's change at
+    ``position`` (a ``position.order``; None: none): not newer by position (equal: the record
+    decides, which the check itself compares)."""
+    if position is None or plan.min_data is None:
         return False
-    return ranked_key(*plan.min_data) <= ranked_key(1, state.move_position)
+    return ranked_key(*plan.min_data) <= ranked_key(1, position)
 
 
 def _drop_older_than_deletes(
@@ -1274,17 +1339,15 @@ def _drop_older_than_deletes(
     after a column was added (a missing field reads as null, which ``to_json`` leaves out on
     both sides)."""
     schema = ", ".join(f"{q(k)} {t}" for k, t in key_types.items())
-    remembered = spark.read.format("delta").load(deletes_path)
-    if "record" not in remembered.columns:  # written before deletes kept their record: a tie wins (null sorts first), as before
-        remembered = remembered.withColumn("record", F.lit(None).cast(META_COLUMNS["_cdc_record"]))
-    if "sub" not in remembered.columns:  # written before deletes kept their sub: read as 1
-        remembered = remembered.withColumn("sub", F.lit(None).cast("int"))
-    if "op" in remembered.columns:  # a table without a key also remembers copies taken (op c, r, u)
-        # (a move, op m, deletes its old key's row at its order: the delete itself may not have
-        # been remembered, when the key's last change of the move's batch was a later one)
-        remembered = remembered.where(F.col("op").isNull() | F.col("op").isin("d", MOVED))
+    # (a record null, written before deletes kept it: a tie wins, null sorts first, as before;
+    # a sub null, written before deletes kept it: read as 1)
+    remembered = read_deletes(spark, deletes_path, table)
+    # a table without a key also remembers copies taken (op c, r, u); a move, op m, deletes its
+    # old key's row at its order (the delete itself may not have been remembered, when the
+    # key's last change of the move's batch was a later one)
+    remembered = remembered.where(F.col("op").isNull() | F.col("op").isin("d", MOVED))
     deletes = (
-        remembered.where((F.col("table") == F.lit(table)) & F.col("key").isNotNull())  # (null: a history table's truncate)
+        remembered.where(F.col("key").isNotNull())  # (null: a history table's truncate)
         .groupBy(F.to_json(F.from_json(F.col("key"), schema), KEY_JSON).alias("_key_json"))
         .agg(F.max(F.expr(_ORDER_OF_DELETE)).alias("_tomb"))
     )

@@ -53,7 +53,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 
-from cdclake.apply.plan import TablePlan, ranked_key
+from cdclake.apply.plan import TablePlan
 from cdclake.apply.delta_table import (
     HISTORY_COLUMNS,
     KEY_JSON,
@@ -61,6 +61,7 @@ from cdclake.apply.delta_table import (
     ORDER_TYPE,
     Prepared,
     TableApply,
+    _may_be_older,
     _needs_delete_check,
     _ord_sql,
     _order_sql,
@@ -72,6 +73,7 @@ from cdclake.apply.delta_table import (
     merge_condition_sql,
     q,
     rank_sql,
+    read_deletes,
     table_properties,
 )
 
@@ -226,18 +228,12 @@ def _remembered(spark: SparkSession, prep: Prepared, deletes_path: str) -> tuple
     batch holds a change not newer than the table's latest delete or truncate."""
     plan, state = prep.plan, prep.state
     need_deletes = _needs_delete_check(plan, state)
-    need_truncs = (
-        state.truncate_position is not None and plan.min_data is not None
-        and ranked_key(*plan.min_data) <= ranked_key(1, state.truncate_position)
-    )
+    need_truncs = _may_be_older(plan, state.truncate_position)
     if not (need_deletes or need_truncs) or not DeltaTable.isDeltaTable(spark, deletes_path):
         return None
-    rem = spark.read.format("delta").load(deletes_path)
-    for c, t in (("record", META_COLUMNS["_cdc_record"]), ("sub", "int"), ("event_time_ms", "bigint"), ("op", "string")):
-        if c not in rem.columns:  # a deletes table written before the column existed
-            rem = rem.withColumn(c, F.lit(None).cast(t))
+    rem = read_deletes(spark, deletes_path, plan.name)
     # (op not d: a copy taken from an SCD type 1 table without a key, cdclake.apply.keyless)
-    rem = rem.where((F.col("table") == F.lit(plan.name)) & (F.col("op").isNull() | (F.col("op") == "d")))
+    rem = rem.where(F.col("op").isNull() | (F.col("op") == "d"))
     rank, order = plan.min_data
     rem = rem.where(F.expr(f"struct(1, position) >= struct({rank}, {_order_sql(order)})"))
     deletes = rem.where(F.col("key").isNotNull() & F.lit(need_deletes))

@@ -66,7 +66,6 @@ from pyspark.sql import functions as F
 
 from cdclake.apply.delta_table import (
     KEY_JSON,
-    META_COLUMNS,
     MOVED,
     ORDER_TYPE,
     Prepared,
@@ -78,6 +77,7 @@ from cdclake.apply.delta_table import (
     latest_version,
     q,
     rank_sql,
+    read_deletes,
     table_properties,
     truncate_sql,
 )
@@ -270,14 +270,11 @@ def _remembered(spark: SparkSession, deletes_path: str, table: str, columns: dic
     image is read from their key (``_img`` false: a row or a change of the batch gives the
     same values first); keys are read back with the table's types now and written again, so
     they match after a column widened or was added (see ``_drop_older_than_deletes``)."""
-    rem = spark.read.format("delta").option("versionAsOf", latest_version(spark, deletes_path)).load(deletes_path)
-    for c, t in (("record", META_COLUMNS["_cdc_record"]), ("sub", "int"), ("event_time_ms", "bigint"), ("op", "string")):
-        if c not in rem.columns:  # written before the column existed
-            rem = rem.withColumn(c, F.lit(None).cast(t))
+    rem = read_deletes(spark, deletes_path, table, latest_version(spark, deletes_path))
     schema = ", ".join(f"{q(n)} {t}" for n, t in columns.items())
     op = F.coalesce(F.col("op"), F.lit("d"))
     # (not a keyed table's remembered move, op m: a table of that name that had a key)
-    rem = rem.where((F.col("table") == F.lit(table)) & F.col("key").isNotNull() & ~op.eqNullSafe(F.lit(MOVED)))
+    rem = rem.where(F.col("key").isNotNull() & ~op.eqNullSafe(F.lit(MOVED)))
     rem = rem.withColumn("_v", F.from_json(F.col("key"), schema))
     return rem.select(
         *[F.col("_v").getField(n).alias(f"_c{i}") for i, n in enumerate(columns)],

@@ -557,7 +557,9 @@ def _partial_updates_keep_positions_per_column():
     # later-arriving insert sets it); 24 -> 25 then 26 -> 24, a key used again by a later move
     # (26's late insert goes to 24, not on to 25); 30 -> 31 -> 32 then 33 -> 31 (30's late insert
     # goes to 32 only); 40 -> 41, the late batch also holds 41's own earlier insert and delete,
-    # older than the move (40's insert still lands in 41). The last batch delivers the first two again with the inserts not seen
+    # older than the move (40's insert still lands in 41); 42 -> 43, the late batch also holds
+    # 42's delete between its insert and the move (the insert goes nowhere: the batch's own
+    # delete ends 42's row before the move). The last batch delivers the first two again with the inserts not seen
     # yet: the re-delivery changes nothing.
     def part(pos, i, **changed):
         return ev("u", pos, {"id": str(i), **changed}, present=["id", *changed])
@@ -569,27 +571,31 @@ def _partial_updates_keep_positions_per_column():
              ev("c", 4, row(3, "d", "4.00")), part(6, 4, name="n6"), part(2, 5, name="n2"),
              move(3, 7, 8, amount="9.00"), move(3, 9, 10, amount="8.00"), move(4, 10, 11),
              ev("c", 1, row(20, "a", "1.00")), move(3, 20, 21, amount="3.00"), part(2, 22, name="p"),
-             move(3, 24, 25), move(4, 26, 24), move(3, 30, 31), move(4, 31, 32), move(5, 33, 31), move(4, 40, 41, amount="9.00")]
+             move(3, 24, 25), move(4, 26, 24), move(3, 30, 31), move(4, 31, 32), move(5, 33, 31), move(4, 40, 41, amount="9.00"),
+             move(4, 42, 43, amount="9.00")]
     second = [ev("c", 1, row(1, "a", "1.00")), ev("c", 1, row(2, "a", "1.00"), line=first[1]["source_record"]["line"]),
               part(6, 2, name="f"), part(3, 3, name="z"), part(5, 3, amount="5.00"), part(5, 4, name="n5", amount="5.00"),
               ev("c", 1, row(5, "a", "1.00")), ev("u", 3, {"id": "6"}, {"id": "5"}, present=["id"]),
               ev("c", 1, row(7, "a7", "1.00")), ev("c", 2, row(9, "a9", "1.00")),
               part(2, 20, name="n2"), move(3, 22, 23), ev("c", 2, row(26, "b", "2.00")), ev("c", 1, row(30, "a", "1.00")),
-              ev("c", 1, row(41, "b", "5.00")), ev("d", 3, before={"id": "41"}), ev("c", 2, row(40, "a", "1.00"))]
+              ev("c", 1, row(41, "b", "5.00")), ev("d", 3, before={"id": "41"}), ev("c", 2, row(40, "a", "1.00")),
+              ev("c", 1, row(42, "a", "1.00")), ev("d", 2, before={"id": "42"})]
     third = [ev("u", 3, row(1, "c", "3.00"), row(1, "a", "1.00")), ev("c", 1, row(4, "a", "1.00")),
              ev("c", 1, row(22, "i", "1.00")), ev("c", 1, row(24, "a", "1.00")), ev("c", 2, row(33, "d", "2.00"))]
     moved = [(8, "a7", Decimal("9.00")), (11, "a9", Decimal("8.00")), (21, "n2", Decimal("3.00"))]
     done = {"t": [(1, "c", Decimal("5.00")), (2, "f", Decimal("4.00")), (3, "d", Decimal("5.00")), (4, "n6", Decimal("5.00")),
                   (6, "n2", Decimal("1.00")), *moved, (23, "p", Decimal("1.00")), (24, "b", Decimal("2.00")),
                   (25, "a", Decimal("1.00")), (31, "d", Decimal("2.00")), (32, "a", Decimal("1.00")),
-                  (41, "a", Decimal("9.00"))]}
+                  (41, "a", Decimal("9.00")), (43, None, Decimal("9.00"))]}
     return [
         (first, {"t": [(1, None, Decimal("5.00")), (2, "d", Decimal("4.00")), (3, "d", Decimal("4.00")), (4, "n6", None), (5, "n2", None),
                        (8, None, Decimal("9.00")), (11, None, Decimal("8.00")), (21, "a", Decimal("3.00")), (22, "p", None),
-                       (24, None, None), (25, None, None), (31, None, None), (32, None, None), (41, None, Decimal("9.00"))]}),
+                       (24, None, None), (25, None, None), (31, None, None), (32, None, None), (41, None, Decimal("9.00")),
+                       (43, None, Decimal("9.00"))]}),
         (second, {"t": [(1, "a", Decimal("5.00")), (2, "f", Decimal("4.00")), (3, "d", Decimal("5.00")), (4, "n6", Decimal("5.00")),
                         (6, "n2", Decimal("1.00")), *moved, (23, "p", None), (24, "b", Decimal("2.00")), (25, None, None),
-                        (31, None, None), (32, "a", Decimal("1.00")), (41, "a", Decimal("9.00"))]}),
+                        (31, None, None), (32, "a", Decimal("1.00")), (41, "a", Decimal("9.00")),
+                        (43, None, Decimal("9.00"))]}),
         (third + first + second, done),
     ]
 
@@ -713,7 +719,7 @@ def test_scenarios_in_shared_batches(spark, tmp_path):
     moves = {(r["key"], r["to"], int(r["position"][0]), r["sub"]) for r in remembered if r["table"] == "db.colpos" and r["op"] == "m"}
     assert moves == {('{"id":%d}' % a, '{"id":%d}' % b, p, 0)
                      for a, b, p in ((5, 6, 3), (7, 8, 3), (9, 10, 3), (10, 11, 4), (20, 21, 3), (22, 23, 3), (24, 25, 3), (26, 24, 4),
-                                     (30, 31, 3), (31, 32, 4), (33, 31, 5), (40, 41, 4))}
+                                     (30, 31, 3), (31, 32, 4), (33, 31, 5), (40, 41, 4), (42, 43, 4))}
     states = {r["table"]: r for r in spark.read.format("delta").load(f"{tmp_path}/_cdclake/progress").collect() if r["source"] is None}
     assert (states["db.colpos"]["move_position"], states["db.arrive"]["move_position"]) == ([Decimal(5)], None)
     # arrive: the old table gained _cdc_record; the re-delivery changed none of t, e, old; e
