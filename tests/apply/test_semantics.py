@@ -70,6 +70,11 @@ def test_merge_condition_carries_the_batch_key_range(spark):
     (big,) = plan_batch(spark.createDataFrame([*events, ev("c", 24, row(3000000000, "big"), key=None)], EVENT_SCHEMA), {"t": ["id"]}).tables
     assert merge_condition_sql(big, cols) == "t.`id` <=> s._c0"
     assert merge_condition_sql(big, {**cols, "id": "bigint"}).endswith("t.`id` <= CAST(3000000000 AS bigint)")
+    # keys outside the batch that remembered moves carry changes to (delta_table.follow_moves)
+    # widen the range; a key the range cannot hold as a number gives none
+    assert merge_condition_sql(p, cols, ['{"id":12}', '{"id":-5}']).endswith("t.`id` >= CAST(-5 AS int) AND t.`id` <= CAST(12 AS int)")
+    assert merge_condition_sql(p, {**cols, "id": "decimal(3,1)"}, ['{"id":7.5}']).endswith("t.`id` >= -3BD AND t.`id` <= 8BD")
+    assert merge_condition_sql(p, cols, ['{"id":"x"}']) == "t.`id` <=> s._c0"
     # an event without the key's value: no range
     (p,) = plan_batch(spark.createDataFrame([*events, ev("c", 23, {"name": "v"})], EVENT_SCHEMA)).tables
     assert merge_condition_sql(p, cols) == "t.`id` <=> s._c0"
