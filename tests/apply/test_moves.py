@@ -26,10 +26,12 @@ def delete(key: str, at: tuple) -> Entry:
 def test_order_sort_key_orders_as_spark_orders_the_struct():
     # position first (a shorter prefix and a null element first), then sub, then the record
     # (a null field first)
-    got = sorted([o(5), o(3, sub=0), o(3), (1, [Decimal(3), None], 1, None, None, None, None), (1, [Decimal(3)], 1, "f", 2, None, None),
+    got = sorted([o(5), o(3, sub=0), o(3), (1, [Decimal(3), Decimal(1)], 1, None, None, None, None),
+                  (1, [Decimal(3), None], 1, None, None, None, None), (1, [Decimal(3)], 1, "f", 2, None, None),
                   (1, [Decimal(3)], 1, "f", 1, None, None), (0, [Decimal(9)], 1, None, None, None, None)], key=order_sort_key)
     assert got == [(0, [Decimal(9)], 1, None, None, None, None), o(3, sub=0), o(3), (1, [Decimal(3)], 1, "f", 1, None, None),
-                   (1, [Decimal(3)], 1, "f", 2, None, None), (1, [Decimal(3), None], 1, None, None, None, None), o(5)]
+                   (1, [Decimal(3)], 1, "f", 2, None, None), (1, [Decimal(3), None], 1, None, None, None, None),
+                   (1, [Decimal(3), Decimal(1)], 1, None, None, None, None), o(5)]
 
 
 def test_a_single_move_and_the_stretches_around_it():
