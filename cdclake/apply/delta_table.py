@@ -159,7 +159,7 @@ _ORDER_OF_DELETE = order_sql("1", "position", "coalesce(sub, 1)", *(f"record.{f}
 
 #: the columns ``_cdclake/deletes`` gained after its first layout (:mod:`cdclake.apply.audit`),
 #: with their types: rows written before a column existed read it as null
-DELETES_LATER_COLUMNS = {"record": None, "sub": "int", "event_time_ms": "bigint", "op": "string", "to": "string"}
+DELETES_LATER_COLUMNS = {"record": META_COLUMNS["_cdc_record"], "sub": "int", "event_time_ms": "bigint", "op": "string", "to": "string"}
 
 
 def read_deletes(spark: SparkSession, deletes_path: str, table: str, version: int | None = None) -> DataFrame:
@@ -174,7 +174,7 @@ def read_deletes(spark: SparkSession, deletes_path: str, table: str, version: in
     rem = reader.load(deletes_path)
     for c, t in DELETES_LATER_COLUMNS.items():
         if c not in rem.columns:
-            rem = rem.withColumn(c, F.lit(None).cast(t or META_COLUMNS["_cdc_record"]))
+            rem = rem.withColumn(c, F.lit(None).cast(t))
     return rem.where(F.col("table") == F.lit(table))
 
 
