@@ -275,23 +275,23 @@ def apply_batches(spark, target, *batches: list[dict]) -> None:
         apply_events(spark, spark.createDataFrame(b, EVENT_SCHEMA), str(target))
 
 
-def test_truncate_without_columns_alone_in_its_batch(spark, tmp_path):
-    c = cols("id int", "a string")
-    apply_batches(
-        spark, tmp_path,
-        [hand_event("data", "c", 1, "t", c, after={"id": "1", "a": "x"})],
-        [hand_event("data", "t", 2, "t", None)],
-    )
-    assert read_lake_table(spark, f"{tmp_path}/db.t") == ({"id": "int", "a": "string"}, [])
-
-
 def _on_tables(events: list[dict], suffix: str) -> list[dict]:
     """``events`` on tables ``<table><suffix>`` (their DDL text too): one lake holds two runs."""
     return [dict(e, table=e["table"] + suffix,
                  ddl=e["ddl"] and e["ddl"].replace(f"`db`.`{e['table']}`", f"`db`.`{e['table']}{suffix}`")) for e in events]
 
 
-def test_drop_and_rename_column_are_followed(spark, tmp_path):
+@pytest.fixture(scope="module")
+def column_ddl_lake(spark, tmp_path_factory):
+    """One lake, three batches, for the two tests below (a batch costs seconds here: their
+    tables share them). Returns ``(target, before)``: ``before`` is the first batch of the
+    tables ``<t>3``, for the re-delivery in test_drop_and_rename_column_are_followed.
+
+    Table ``t``: a truncate without columns (as Canal and Debezium write them) alone among its
+    table's events in a batch (batch 2: it once was ignored)."""
+    tmp_path = tmp_path_factory.mktemp("column_ddl")
+    trunc = ([hand_event("data", "c", 1, "t", cols("id int", "a string"), after={"id": "1", "a": "x"})],
+             [hand_event("data", "t", 2, "t", None)])
     # two batchings in one lake (each its own tables, one Spark batch for both where they
     # overlap): tables <t>1 get every event in one batch; tables <t>3 get the DDL in a batch of
     # its own (before, the DDL, after)
@@ -350,8 +350,18 @@ def test_drop_and_rename_column_are_followed(spark, tmp_path):
     partial += early[4:]
     before, ddl, after = ([events[0], events[3], *partial[:2], *early[:4], *again[:2]], [events[1], events[4], partial[2], early[4], *again[2:]],
                           [events[2], events[5], *unapplied, *partial[3:5]])
-    apply_batches(spark, tmp_path, _on_tables(events + unapplied + partial, "1") + _on_tables(before, "3"), _on_tables(ddl, "3"),
-                  _on_tables(after, "3"))
+    apply_batches(spark, tmp_path, _on_tables(events + unapplied + partial, "1") + _on_tables(before, "3") + trunc[0],
+                  _on_tables(ddl, "3") + trunc[1], _on_tables(after, "3"))
+    return tmp_path, before
+
+
+def test_truncate_without_columns_alone_in_its_batch(spark, column_ddl_lake):
+    target, _ = column_ddl_lake
+    assert read_lake_table(spark, f"{target}/db.t") == ({"id": "int", "a": "string"}, [])
+
+
+def test_drop_and_rename_column_are_followed(spark, column_ddl_lake):
+    tmp_path, before = column_ddl_lake
     by_id = lambda t: (t[0], sorted(t[1], key=lambda r: r["id"]))  # noqa: E731
     want_s = ({"id": "int", "a2": "string"}, [{"id": 1, "a2": "x"}, {"id": 2, "a2": "y6"}, {"id": 3, "a2": "z"}])
     for n in "13":
