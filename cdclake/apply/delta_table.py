@@ -159,7 +159,8 @@ _ORDER_OF_DELETE = order_sql("1", "position", "coalesce(sub, 1)", *(f"record.{f}
 
 #: the columns ``_cdclake/deletes`` gained after its first layout (:mod:`cdclake.apply.audit`),
 #: with their types: rows written before a column existed read it as null
-DELETES_LATER_COLUMNS = {"record": META_COLUMNS["_cdc_record"], "sub": "int", "event_time_ms": "bigint", "op": "string", "to": "string"}
+DELETES_LATER_COLUMNS = {"record": META_COLUMNS["_cdc_record"], "sub": "int", "event_time_ms": "bigint", "op": "string", "to": "string",
+                         "present": "array<string>"}
 
 
 def read_deletes(spark: SparkSession, deletes_path: str, table: str, version: int | None = None) -> DataFrame:
@@ -1075,13 +1076,15 @@ MOVED = "m"
 
 def _moves_to_remember(rows: DataFrame, plan: TablePlan, columns: dict[str, str]) -> DataFrame:
     """``_cdclake/deletes`` rows (``table``, ``key``, ``position``, ``position_text``,
-    ``record``, ``sub`` 0, ``event_time_ms``, ``op`` :data:`MOVED`, ``to``) of the batch's
-    partial updates that move a row to a new key (``rows`` of :func:`change_rows` with
+    ``record``, ``sub`` 0, ``event_time_ms``, ``op`` :data:`MOVED`, ``to``, ``present``) of the
+    batch's partial updates that move a row to a new key (``rows`` of :func:`change_rows` with
     ``_from``): ``key`` the old key, ``to`` the new one, both JSON as a delete's key
     (:data:`KEY_JSON`), at the move's position with ``sub`` 0, the order of the old key's
-    delete it makes. Every move of the batch, not only each key's last change: a change of the
+    delete it makes; ``present`` the columns the move itself carries (its event's
+    ``present``). Every move of the batch, not only each key's last change: a change of the
     old key older than the move that arrives in a later batch follows it
-    (:func:`follow_moves`)."""
+    (:func:`follow_moves`; a history table recomputes the new key's versions from the move
+    on, :func:`cdclake.apply.history.history_source`)."""
     alias = {n: f"_c{i}" for i, n in enumerate(columns)}
     moved = rows.where(F.col("_from").isNotNull() & (F.col("_op") != "d"))
     return moved.select(
@@ -1094,6 +1097,7 @@ def _moves_to_remember(rows: DataFrame, plan: TablePlan, columns: dict[str, str]
         F.col("_etime").alias("event_time_ms"),
         F.lit(MOVED).alias("op"),
         F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in plan.key]), KEY_JSON).alias("to"),
+        F.col("_present").alias("present"),
     )
 
 

@@ -52,17 +52,21 @@ from functools import reduce
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as ST
 
 from cdclake.apply.plan import TablePlan
 from cdclake.apply.delta_table import (
     HISTORY_COLUMNS,
     KEY_JSON,
     META_COLUMNS,
+    MOVED,
     ORDER_TYPE,
     Prepared,
     TableApply,
     _may_be_older,
+    _moves_to_remember,
     _needs_delete_check,
+    _needs_move_check,
     _ord_sql,
     _order_sql,
     _record_of,
@@ -150,15 +154,19 @@ def _key_match(left: DataFrame, right: DataFrame, pairs: list[tuple[str, str]]):
     return reduce(lambda a, b: a & b, [left[x].eqNullSafe(right[y]) for x, y in pairs])
 
 
-def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_path: str) -> tuple[DataFrame, DataFrame | None]:
+def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_path: str) -> tuple[DataFrame, DataFrame | None, list[str]]:
     """The MERGE source of a history table's batch and the deletes to remember.
 
-    Returns ``(versions, deletes)``: ``versions`` has the table's source columns as
+    Returns ``(versions, deletes, reach)``: ``versions`` has the table's source columns as
     ``_c<i>`` (``prep.columns`` order) and every :data:`META_COLUMNS` and
     :data:`HISTORY_COLUMNS` column under its own name, one row per version that may have changed
     (keys touched by the batch); ``deletes`` the batch's deletes and truncates as rows of
     ``_cdclake/deletes`` (``table``, ``key`` JSON or null for a truncate, ``position``,
-    ``position_text``, ``record``, ``sub``, ``event_time_ms``), None when there are none."""
+    ``position_text``, ``record``, ``sub``, ``event_time_ms``; with ``op``, ``to`` and
+    ``present`` the partial updates that moved a row to a new key, op :data:`MOVED`), None when
+    there are none; ``reach`` the keys (JSON) of rows that remembered moves took to a new key
+    whose old key the batch changes (:func:`_moves_of_touched`): they may lie outside the
+    batch's key range, which the MERGE widens by them."""
     plan, columns, path = prep.plan, prep.columns, prep.path
     names = list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
@@ -168,13 +176,18 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
     # also one whose images are equal, as in cdclake.apply.keyless)
     batch = _typed(change_rows(events, plan, columns, None, every_update_moves=not plan.key).withColumn("_src", F.lit(1)), columns, alias)
     truncs = _batch_truncates(spark, events, plan)
+    moves = _moves_to_remember(batch, plan, columns) if "_from" in batch.columns else None
+    followed = _moves_of_touched(spark, batch, prep, deletes_path) if prep.exists else []
+    reach = sorted({m["to"] for m in followed})
 
     touched = batch.select(*keys).distinct()
+    if reach:  # the new keys of the remembered moves: their versions from the move on are recomputed
+        touched = touched.unionByName(_keys_of(spark, reach, plan, columns)).distinct()
     stored = None
     if prep.exists:
         tbl = spark.read.format("delta").load(path)
         if truncs is None:  # only the keys the batch touches, and only their versions that may change
-            rng = key_range_sql(plan, columns)
+            rng = key_range_sql(plan, columns, reach=reach)
             if rng is not None:  # (a range Delta skips files by; the semi-join cannot)
                 tbl = tbl.where(rng)
             tbl = tbl.join(touched, _key_match(tbl, touched, [(q(k), alias[k]) for k in key]), "left_semi")
@@ -197,6 +210,8 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
         if truncs is not None:  # every key of the table meets the batch's truncates
             touched = touched.unionByName(stored.select(*keys)).distinct()
 
+    if followed:
+        batch = _with_moves_again(spark, batch, stored, followed, plan, columns)
     if "_from" in batch.columns:  # partial updates that move their row: the old key's values, from the versions too
         batch = fill_moves(batch, stored, plan, columns, truncs)
         batch = batch.drop(*[c for c in batch.columns if c.startswith("_o_c")])  # (a history keeps no per-column positions)
@@ -219,7 +234,88 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
     if plan.counts.get("d") or plan.counts.get("u"):
         deletes = batch.where(F.col("_op") == "d").select(
             F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in key]), KEY_JSON).alias("key"), "_ord", "_pos_text", "_etime")
-    return _versions(points, columns, alias, keys, copies=not plan.key), history_deletes(spark, events, plan, deletes)
+    remember = history_deletes(spark, events, plan, deletes)
+    if moves is not None:
+        remember = moves if remember is None else remember.unionByName(moves, allowMissingColumns=True)
+    return _versions(points, columns, alias, keys, copies=not plan.key), remember, reach
+
+
+def _moves_of_touched(spark: SparkSession, batch: DataFrame, prep: Prepared, deletes_path: str) -> list:
+    """The remembered moves (``_cdclake/deletes`` rows of op :data:`MOVED`) of the keys the
+    batch touches that are not older than its oldest change, collected: ``key`` and ``to``
+    (JSON as written now, :data:`KEY_JSON`), ``position``, ``record``, ``present``, distinct.
+    One small Spark job, run only when the batch may hold a change older than a remembered move
+    (:func:`_needs_move_check`); an empty list otherwise, or for a table without a key."""
+    plan, columns = prep.plan, prep.columns
+    if not plan.key or not _needs_move_check(plan, prep.state) or not DeltaTable.isDeltaTable(spark, deletes_path):
+        return []
+    alias = {n: f"_c{i}" for i, n in enumerate(columns)}
+    schema = ", ".join(f"{q(k)} {columns[k]}" for k in plan.key)
+    rank, order = plan.min_data
+    rem = read_deletes(spark, deletes_path, plan.name).where(
+        (F.col("op") == MOVED) & F.expr(f"struct(1, position) >= struct({rank}, {_order_sql(order)})"))
+
+    def norm(c: str):  # a key as written now (types widen: the JSON of its batch's types read back)
+        return F.to_json(F.from_json(F.col(c), schema), KEY_JSON)
+
+    keys = batch.select(F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in plan.key]), KEY_JSON).alias("_bk")).distinct()
+    ent = rem.select(norm("key").alias("key"), norm("to").alias("to"), "position", "record", "present")
+    return ent.join(keys, F.col("key") == F.col("_bk"), "left_semi").distinct().collect()
+
+
+def _keys_of(spark: SparkSession, keys: list[str], plan: TablePlan, columns: dict[str, str]) -> DataFrame:
+    """Keys (JSON, :data:`KEY_JSON`) as a frame of the key's ``_c<i>`` columns, typed."""
+    alias = {n: f"_c{i}" for i, n in enumerate(columns)}
+    schema = ", ".join(f"{q(k)} {columns[k]}" for k in plan.key)
+    k = F.from_json("k", schema)
+    return spark.createDataFrame([(j,) for j in keys], "k string").select(*[k.getField(n).cast(columns[n]).alias(alias[n]) for n in plan.key])
+
+
+def _with_moves_again(spark: SparkSession, batch: DataFrame, stored: DataFrame, followed: list, plan: TablePlan,
+                      columns: dict[str, str]) -> DataFrame:
+    """``batch`` (points of the batch, with ``_from`` added when missing) and, again, each of
+    ``followed`` (:func:`_moves_of_touched`) as the change row it was: the new key's stored
+    version that the move began (``stored``: points read from the table), with only the
+    columns the move carried (the entry's ``present``; the version's ``_cdc_present`` for an
+    entry written without it) and ``_from`` the old key, so that :func:`fill_moves` fills
+    the others again from the old key's history, which the batch changed. ``_src`` -1: it wins
+    over the stored point of the same order (:func:`_versions` keeps the first), and the new
+    key's later versions take the filled columns from it. A move whose version is not stored
+    (none was read) is not made again."""
+    alias = {n: f"_c{i}" for i, n in enumerate(columns)}
+    schema = ", ".join(f"{q(k)} {columns[k]}" for k in plan.key)
+    from_type = ST.StructType([ST.StructField(alias[k], ST._parse_datatype_string(columns[k])) for k in plan.key])
+    if "_from" not in batch.columns:
+        batch = batch.withColumn("_from", F.lit(None).cast(from_type))
+    rows = [(m["key"], m["to"], m["position"], m["record"], m["present"]) for m in followed]
+    mv = spark.createDataFrame(rows, ST.StructType([
+        ST.StructField("_m_key", ST.StringType()), ST.StructField("_m_to", ST.StringType()),
+        ST.StructField("_m_pos", stored.schema["_ord"].dataType["pos"].dataType),
+        ST.StructField("_m_record", ST._parse_datatype_string(META_COLUMNS["_cdc_record"])),
+        ST.StructField("_m_present", ST.ArrayType(ST.StringType())),
+    ]))
+    key_json = F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in plan.key]), KEY_JSON)
+    versions = stored.where(~F.col("_op").isin("d", "t"))
+    met = versions.join(F.broadcast(mv), (key_json == F.col("_m_to")) & (F.col("_ord.pos") == F.col("_m_pos"))
+                        & F.expr(_record_of("_ord")).eqNullSafe(F.col("_m_record")))
+    present = F.coalesce(F.col("_m_present"), F.col("_present"))
+    old = F.from_json("_m_key", schema)
+    made = {}
+    for n in columns:
+        a = alias[n]
+        if n in plan.key:
+            continue
+        carried = F.coalesce(F.array_contains(present, n), present.isNull())
+        made[a] = F.when(carried, F.col(a))
+        made["_p" + a] = carried
+    made.update({
+        "_op": F.lit("u"),
+        "_present": present,
+        "_src": F.lit(-1),
+        "_from": F.struct(*[old.getField(k).cast(columns[k]).alias(alias[k]) for k in plan.key]).cast(from_type),
+    })
+    again = met.select(*[made.get(c, F.col(c)).alias(c) for c in batch.columns])
+    return batch.unionByName(again)
 
 
 def _remembered(spark: SparkSession, prep: Prepared, deletes_path: str) -> tuple[DataFrame, DataFrame] | None:
@@ -395,7 +491,7 @@ def write_history(spark: SparkSession, events: DataFrame, prep: Prepared, delete
     write that creates the table). The result counts inserted and updated (ended or recomputed)
     versions; a history table never deletes a row."""
     out, plan, path, result, columns = prep.out, prep.plan, prep.path, prep.out.result, prep.columns
-    src, out.deletes = history_source(spark, events, prep, deletes_path)
+    src, out.deletes, reach = history_source(spark, events, prep, deletes_path)
     src = src.persist()
     out.cached.append(src)
     if not prep.exists:
@@ -413,7 +509,7 @@ def write_history(spark: SparkSession, events: DataFrame, prep: Prepared, delete
     if truncates(plan):  # the source holds every key of the table: no key range
         cond = " AND ".join(f"t.{q(k)} <=> s.{alias[k]}" for k in key)
     else:
-        cond = merge_condition_sql(plan, columns)
+        cond = merge_condition_sql(plan, columns, reach)
     same_start = "t._cdc_position <=> s._cdc_position AND t._cdc_record <=> s._cdc_record AND (t._cdc_op = 'r') <=> (s._cdc_op = 'r')"
     cond = f"{cond} AND {same_start}"
     others = [n for n in names if n not in key]
@@ -423,7 +519,7 @@ def write_history(spark: SparkSession, events: DataFrame, prep: Prepared, delete
         return "named_struct(" + ", ".join(f"'{alias[n]}', {side(n)}" for n in others) + ")"
 
     changed = " OR ".join(
-        [f"NOT (t.{c} <=> s.{c})" for c in ("_cdc_end", "_cdc_is_current")]
+        [f"NOT (t.{c} <=> s.{c})" for c in ("_cdc_end", "_cdc_is_current", "_cdc_present")]
         + ([f"NOT ({values(lambda n: f't.{q(n)}')} <=> {values(lambda n: f's.{alias[n]}')})"] if others else [])
     )
     sets = {q(n): f"s.{alias[n]}" for n in names}

@@ -55,6 +55,15 @@ def test_history_tables(spark, tmp_path):
     # does not carry come from the old key's version (delta_table.fill_moves)
     m1 = [ev("c", 1, row(1, "a", "1.00"), table="m")]
     m2 = [ev("u", 2, {"id": "9", "name": "b"}, {"id": "1", "name": "a"}, table="m", present=["id", "name"])]
+    # table mv: a partial update moves key 1 to 9 (batch 1) before the old key's insert (batch 2)
+    # and its partial update older than the move (batch 4) arrive: each late batch puts them
+    # into 1's history and recomputes 9's versions from the move on, with the columns the move
+    # did not carry taken from 1 as of just before the move (the move is remembered in
+    # _cdclake/deletes), as an in-order replay gives them
+    mv1 = [ev("u", 3, {"id": "9", "name": "b"}, {"id": "1", "name": "a"}, table="mv", present=["id", "name"]),
+           ev("u", 5, {"id": "9", "name": "c"}, table="mv", present=["id", "name"])]
+    mv2 = [ev("c", 1, row(1, "a", "1.00"), table="mv")]
+    mv4 = [ev("u", 2, {"id": "1", "amount": "2.00"}, table="mv", present=["id", "amount"])]
     # table n: a move after a truncate of the same batch takes nothing from the truncated row
     n1 = [ev("c", 1, row(1, "a", "1.00"), table="n")]
     n2 = [ev("t", 2, table="n"), ev("u", 3, {"id": "9", "name": "b"}, {"id": "1", "name": "a"}, table="n", present=["id", "name"])]
@@ -93,18 +102,23 @@ def test_history_tables(spark, tmp_path):
     # one row (keyless.py): each point ends the version before it
     d1 = [ev(op, p, row(9, "dup"), table="d", key=None) for op, p in (("r", 1), ("c", 2), ("c", 3))]
 
-    first = apply(spark, tmp_path, t1 + p1 + k1 + m1 + n1 + o1 + s1 + r1 + c1 + d1)
+    first = apply(spark, tmp_path, t1 + p1 + k1 + m1 + mv1 + n1 + o1 + s1 + r1 + c1 + d1)
     assert history(spark, tmp_path, "db.c") == [
         (7, "same", None, "1", "3", "d", 1, 3, False),
         (7, "same", None, "2", "4", "d", 2, 4, False),
         (8, "other", None, "4", None, None, 4, None, True),
     ]
     assert (first["db.t"].inserted, first["db.t"].rows_now) == (3, 3)
-    apply(spark, tmp_path, t2 + p2 + t3 + m2 + n2 + o2 + s2 + r2 + c2)
-    again = apply(spark, tmp_path, t1 + t2 + t3 + p1 + p2 + k1 + m1 + m2 + c2 + c1 + d1, scd_type=None)  # re-delivered: nothing changes
+    apply(spark, tmp_path, t2 + p2 + t3 + m2 + mv2 + n2 + o2 + s2 + r2 + c2)
+    assert history(spark, tmp_path, "db.mv") == [
+        (1, "a", "1.00", "1", "3", "d", 1, 3, False),
+        (9, "b", "1.00", "3", "5", "u", 3, 5, False),
+        (9, "c", "1.00", "5", None, None, 5, None, True),
+    ]
+    again = apply(spark, tmp_path, t1 + t2 + t3 + p1 + p2 + k1 + m1 + m2 + mv2 + mv1 + c2 + c1 + d1, scd_type=None)  # re-delivered: nothing changes
     assert {n: (r.inserted, r.updated) for n, r in again.items()} == {
-        "db.t": (0, 0), "db.p": (0, 0), "db.k": (0, 0), "db.m": (0, 0), "db.c": (0, 0), "db.d": (0, 0)}
-    apply(spark, tmp_path, t4)
+        "db.t": (0, 0), "db.p": (0, 0), "db.k": (0, 0), "db.m": (0, 0), "db.mv": (0, 0), "db.c": (0, 0), "db.d": (0, 0)}
+    apply(spark, tmp_path, t4 + mv4)
 
     assert history(spark, tmp_path, "db.t") == [
         (1, "a", None, "1", "3", "u", 1, 3, False),
@@ -139,6 +153,12 @@ def test_history_tables(spark, tmp_path):
     assert history(spark, tmp_path, "db.m") == [
         (1, "a", "1.00", "1", "2", "d", 1, 2, False),
         (9, "b", "1.00", "2", None, None, 2, None, True),
+    ]
+    assert history(spark, tmp_path, "db.mv") == [
+        (1, "a", "1.00", "1", "2", "u", 1, 2, False),
+        (1, "a", "2.00", "2", "3", "d", 2, 3, False),
+        (9, "b", "2.00", "3", "5", "u", 3, 5, False),
+        (9, "c", "2.00", "5", None, None, 5, None, True),
     ]
     assert history(spark, tmp_path, "db.n") == [
         (1, "a", "1.00", "1", "2", "t", 1, 2, False),
