@@ -25,9 +25,11 @@ All are Delta tables under ``<target>/_cdclake/``:
   type 1, :mod:`cdclake.apply.keyless`) also keeps there, with ``op``, every delete (``d``; null
   in rows written before the column) and every copy a delete took (the change's op: ``c``,
   ``r``, ``u``), each once; readers of deletes skip the rows whose ``op`` is not ``d``. A
-  keyed table with per-column positions also keeps every partial update that moved a row to
-  a new key (``op`` ``m``, ``key`` the old key, ``to`` the new one, at the move's position
-  with ``sub`` 0; :func:`cdclake.apply.delta_table.follow_moves` reads them).
+  keyed table with per-column positions, and a keyed history table, also keep every partial
+  update that moved a row to a new key (``op`` ``m``, ``key`` the old key, ``to`` the new one,
+  ``present`` the columns the move carried, at the move's position with ``sub`` 0;
+  :func:`cdclake.apply.delta_table.follow_moves` and
+  :func:`cdclake.apply.history.history_source` read them).
 * ``progress``: per source (``source`` = file path or ``topic:partition``) and table;
   ``table`` null: the source as a whole (with ``last_heartbeat_ms``); ``source`` null: the
   table as a whole, with the state later batches need (``delete_position``,

@@ -42,7 +42,16 @@ A table without a key is a multiset, as in SCD type 1 (:mod:`cdclake.apply.keyle
 identical rows are copies, each with versions of its own, and a delete ends the version of the
 copy that began first (:func:`_copy_ends`).
 
-Limits: a column renamed by DDL keeps its old name in older versions' ``_cdc_present``.
+A partial update that moves its row to a new key (Qlik) begins the new key's version with the
+old key's values, as of just before the move, for the columns it does not carry
+(:func:`delta_table.fill_moves`). The move is remembered in ``_cdclake/deletes`` (op ``m``,
+with the columns it carried); a later batch that holds a change of the old key older than the
+move makes the move again from the new key's stored version (:func:`_with_moves_again`), so
+the old key's history, now with the late change, fills it anew and the new key's versions
+from the move on are recomputed.
+
+Limits: a column renamed by DDL keeps its old name in older versions' ``_cdc_present``; a
+late change of the old key reaches the new key over one move, not along a chain of moves.
 """
 
 from __future__ import annotations
