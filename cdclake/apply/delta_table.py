@@ -967,7 +967,8 @@ _ROW_META = ["_op", "_present", "_ord", "_pos_text", "_etime"]
 
 
 def fill_moves(
-    rows: DataFrame, prior: DataFrame | None, plan: TablePlan, columns: dict[str, str], truncates: DataFrame | None = None
+    rows: DataFrame, prior: DataFrame | None, plan: TablePlan, columns: dict[str, str], truncates: DataFrame | None = None,
+    history: bool = False, read_from: DataFrame | None = None,
 ) -> DataFrame:
     """Complete the partial updates that move their row to a new key (``rows`` of
     :func:`change_rows` with its ``_from`` column, the old key as a struct of ``_c<i>``
@@ -992,9 +993,19 @@ def fill_moves(
     took (null for the others: the row's own), which :func:`_fold_partial` keeps, so that a
     change of the old key older than the move but newer than that value, arriving later,
     still sets the column in the new key's row (:func:`follow_moves`). Limits: a move of a row that another partial move of the same batch
-    wrote (a chain of key changes) takes only the columns that move carried; a move older than
+    wrote (a chain of key changes) takes only the columns that move carried (unless filled by
+    passes with ``read_from``, as history tables do); a move older than
     the table's row of the old key (which a later change overwrote) knows only the batch's
-    changes of the old key."""
+    changes of the old key.
+
+    ``history`` (SCD type 2, :mod:`cdclake.apply.history`): ``rows`` and ``prior`` (the
+    table's versions as points) have ``_src`` (-1 a move made again, 0 a stored point, 1 the
+    batch's); ``prior`` keeps its own ``_p_c<i>`` and ``_present`` (a version carries what its
+    change carried), but the oldest point of an old key, when stored, carries every column (the
+    versions before it were not read), as :func:`cdclake.apply.history._versions` reads them;
+    of two points with one order the one with the lower ``_src`` counts. ``rows`` keep
+    ``_from``. ``read_from``: the rows the old keys' changes are read from (default ``rows``):
+    a chain of moves is filled by passes, each reading the previous pass's filled rows."""
     if "_from" not in rows.columns:
         return rows
     names = list(columns)
@@ -1020,9 +1031,13 @@ def fill_moves(
 
     orders = ["_o" + a for a in values]
     given = [c for c in rows.columns if c.startswith("_o_c")]  # (follow_moves' copies: their columns' own orders)
-    own = before_the_move(rows.select(*values, *flags, *_ROW_META, *given))
-    parts = [own.select(*values, *flags, *_ROW_META, *each(own), "_m_from", "_m_ord")]
-    if prior is not None:
+    src = ["_src"] if history else []
+    own = before_the_move((rows if read_from is None else read_from).select(*values, *flags, *_ROW_META, *given, *src))
+    parts = [own.select(*values, *flags, *_ROW_META, *each(own), "_m_from", "_m_ord", *src)]
+    if prior is not None and history:  # versions as points: each carries what its change carried
+        old = before_the_move(prior.select(*values, *flags, *_ROW_META, "_src"))
+        parts.append(old.select(*values, *flags, *_ROW_META, *each(old), "_m_from", "_m_ord", "_src"))
+    elif prior is not None:
         if orders[0] not in prior.columns:  # full images: every column has the row's order
             prior = prior.select(*values, *[F.lit(True).alias(f) for f in flags], "_op", F.lit(None).cast("array<string>").alias("_present"),
                                  F.col("_ord").cast(ORDER_TYPE).alias("_ord"), "_pos_text", "_etime")
@@ -1036,8 +1051,18 @@ def fill_moves(
                                   F.lit("t").alias("_op"), F.lit(None).cast("array<string>").alias("_present"), "_ord",
                                   F.lit(None).cast(types["_pos_text"].dataType).alias("_pos_text"),
                                   F.lit(None).cast(types["_etime"].dataType).alias("_etime"), *[F.col("_ord").alias(o) for o in orders],
-                                  "_m_from", "_m_ord"))
-    state = _fold_partial(reduce(DataFrame.unionByName, parts), ["_m_from", "_m_ord"], names, alias, given=True).select(
+                                  "_m_from", "_m_ord", *([F.lit(1).alias("_src")] if history else [])))
+    points = reduce(DataFrame.unionByName, parts)
+    if history:  # one point per order (the lower _src); the oldest, when stored, carries every column
+        per_move = Window.partitionBy("_m_from", "_m_ord")
+        points = points.withColumn("_n", F.row_number().over(per_move.orderBy("_ord", "_src")))
+        points = points.withColumn("_dup", F.lag("_ord").over(per_move.orderBy("_ord", "_src")).eqNullSafe(F.col("_ord"))).where(~F.col("_dup"))
+        whole = (F.col("_n") == 1) & (F.col("_src") == 0) & ~F.col("_op").isin("d", "t")
+        points = points.select(
+            *values, *[(F.col(f) | whole).alias(f) for f in flags], "_op",
+            F.when(whole, F.lit(None).cast("array<string>")).otherwise(F.col("_present")).alias("_present"), "_ord", "_pos_text", "_etime",
+            *[F.when(whole & F.col(o).isNull(), F.col("_ord").cast(ORDER_TYPE)).otherwise(F.col(o)).alias(o) for o in orders], "_m_from", "_m_ord")
+    state = _fold_partial(points, ["_m_from", "_m_ord"], names, alias, given=True).select(
         "_m_from", "_m_ord", F.col("_op").alias("_s_op"), *[F.col(c).alias("_s" + c) for c in values + flags],
         *[F.col("_o" + a).alias("_s_o" + a) for a in values if a not in keys],
     )
@@ -1055,7 +1080,8 @@ def fill_moves(
     whole = F.lit(True)
     for f in filled_flags:
         whole = whole & f
-    other = [c for c in rows.columns if c not in values + flags + ["_present", "_from"] + given]
+    keep = [] if history else ["_from"]
+    other = [c for c in rows.columns if c not in values + flags + ["_present"] + keep + given]
     filled = m.select(
         *[c.alias(a) for c, a in zip(filled_cols, values)],
         *[f.alias(n) for f, n in zip(filled_flags, flags)],
@@ -1064,7 +1090,7 @@ def fill_moves(
         *other,
         *filled_orders,
     )
-    kept = rows.where(~moving).drop("_from").select(
+    kept = rows.where(~moving).drop(*keep).select(
         "*", *[F.lit(None).cast(ORDER_TYPE).alias("_o" + a) for a in values if a not in keys and "_o" + a not in given])
     return kept.unionByName(filled)
 

@@ -48,10 +48,12 @@ old key's values, as of just before the move, for the columns it does not carry
 with the columns it carried); a later batch that holds a change of the old key older than the
 move makes the move again from the new key's stored version (:func:`_with_moves_again`), so
 the old key's history, now with the late change, fills it anew and the new key's versions
-from the move on are recomputed.
+from the move on are recomputed; so are the moves of a chain (A to B, then B to C), filled in
+:data:`~cdclake.apply.moves.MOVE_HOPS` passes, each reading the old keys as the pass before
+filled them.
 
 Limits: a column renamed by DDL keeps its old name in older versions' ``_cdc_present``; a
-late change of the old key reaches the new key over one move, not along a chain of moves.
+chain longer than :data:`~cdclake.apply.moves.MOVE_HOPS` moves fills its first moves only.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ from pyspark.sql import DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as ST
 
+from cdclake.apply.moves import MOVE_HOPS
 from cdclake.apply.plan import TablePlan
 from cdclake.apply.delta_table import (
     HISTORY_COLUMNS,
@@ -222,8 +225,14 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
     if followed:
         batch = _with_moves_again(spark, batch, stored, followed, plan, columns)
     if "_from" in batch.columns:  # partial updates that move their row: the old key's values, from the versions too
-        batch = fill_moves(batch, stored, plan, columns, truncs)
-        batch = batch.drop(*[c for c in batch.columns if c.startswith("_o_c")])  # (a history keeps no per-column positions)
+        # a chain of moves (A to B, then B to C) fills by passes: each reads the old keys'
+        # changes as the pass before filled them
+        passes = max(1, min(MOVE_HOPS, plan.moves + len(followed)))  # (a chain of n moves takes n passes)
+        filled = batch
+        for _ in range(passes):
+            filled = fill_moves(batch, stored, plan, columns, truncs, history=True, read_from=filled)
+            filled = filled.drop(*[c for c in filled.columns if c.startswith("_o_c")])  # (a history keeps no per-column positions)
+        batch = filled.drop("_from")
     parts = [batch] + ([stored] if stored is not None else [])
     remembered = _remembered(spark, prep, deletes_path)
     if remembered is not None:
@@ -250,11 +259,14 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
 
 
 def _moves_of_touched(spark: SparkSession, batch: DataFrame, prep: Prepared, deletes_path: str) -> list:
-    """The remembered moves (``_cdclake/deletes`` rows of op :data:`MOVED`) of the keys the
-    batch touches that are not older than its oldest change, collected: ``key`` and ``to``
-    (JSON as written now, :data:`KEY_JSON`), ``position``, ``record``, ``present``, distinct.
-    One small Spark job, run only when the batch may hold a change older than a remembered move
-    (:func:`_needs_move_check`); an empty list otherwise, or for a table without a key."""
+    """The remembered moves (``_cdclake/deletes`` rows of op :data:`MOVED`) not older than the
+    batch's oldest change of the keys the batch touches, and of the keys those moved rows to,
+    and so on (a chain): ``key`` and ``to`` (JSON as written now, :data:`KEY_JSON`),
+    ``position``, ``record``, ``present``, distinct. One small Spark job (the moves not older
+    than the batch's oldest change, each marked whether the batch touches its key; the chains
+    are followed on the driver), run only when the batch may hold a change older than a
+    remembered move (:func:`_needs_move_check`); an empty list otherwise, or for a table
+    without a key."""
     plan, columns = prep.plan, prep.columns
     if not plan.key or not _needs_move_check(plan, prep.state) or not DeltaTable.isDeltaTable(spark, deletes_path):
         return []
@@ -267,9 +279,16 @@ def _moves_of_touched(spark: SparkSession, batch: DataFrame, prep: Prepared, del
     def norm(c: str):  # a key as written now (types widen: the JSON of its batch's types read back)
         return F.to_json(F.from_json(F.col(c), schema), KEY_JSON)
 
-    keys = batch.select(F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in plan.key]), KEY_JSON).alias("_bk")).distinct()
-    ent = rem.select(norm("key").alias("key"), norm("to").alias("to"), "position", "record", "present")
-    return ent.join(keys, F.col("key") == F.col("_bk"), "left_semi").distinct().collect()
+    keys = batch.select(F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in plan.key]), KEY_JSON).alias("_bk"), F.lit(True).alias("_hit"))
+    ent = rem.select(norm("key").alias("key"), norm("to").alias("to"), "position", "record", "present").distinct()
+    moves = ent.join(keys.distinct(), F.col("key") == F.col("_bk"), "left").select(ent["*"], F.coalesce("_hit", F.lit(False)).alias("hit")).collect()
+    reached = {m["key"] for m in moves if m["hit"]}
+    while True:  # (every key a chain passes through: a move of such a key is made again too)
+        more = {m["to"] for m in moves if m["key"] in reached} - reached
+        if not more:
+            break
+        reached |= more
+    return [m for m in moves if m["key"] in reached]
 
 
 def _keys_of(spark: SparkSession, keys: list[str], plan: TablePlan, columns: dict[str, str]) -> DataFrame:

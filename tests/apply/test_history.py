@@ -55,14 +55,17 @@ def test_history_tables(spark, tmp_path):
     # does not carry come from the old key's version (delta_table.fill_moves)
     m1 = [ev("c", 1, row(1, "a", "1.00"), table="m")]
     m2 = [ev("u", 2, {"id": "9", "name": "b"}, {"id": "1", "name": "a"}, table="m", present=["id", "name"])]
-    # table mv: a partial update moves key 1 to 9 (batch 1) before the old key's insert (batch 2)
-    # and its partial update older than the move (batch 4) arrive: each late batch puts them
-    # into 1's history and recomputes 9's versions from the move on, with the columns the move
-    # did not carry taken from 1 as of just before the move (the move is remembered in
-    # _cdclake/deletes), as an in-order replay gives them
-    mv1 = [ev("u", 3, {"id": "9", "name": "b"}, {"id": "1", "name": "a"}, table="mv", present=["id", "name"]),
-           ev("u", 5, {"id": "9", "name": "c"}, table="mv", present=["id", "name"])]
-    mv2 = [ev("c", 1, row(1, "a", "1.00"), table="mv")]
+    # table mv: partial updates move key 1 to 9 at 4, then 9 to 20 at 6 (a chain, batch 1),
+    # before 1's insert and its partial update at 3 (batch 2), and its partial update at 2
+    # (batch 4), older than the stored one at 3, arrive: each late batch puts them into 1's
+    # history and recomputes 9's and then 20's versions from the moves on (remembered in
+    # _cdclake/deletes), the columns a move did not carry taken from the old key as of just
+    # before it, as an in-order replay gives them (the stored version at 3 carried its amount
+    # from 1: the late change at 2 sets it)
+    mv1 = [ev("u", 4, {"id": "9", "name": "b"}, {"id": "1", "name": "a3"}, table="mv", present=["id", "name"]),
+           ev("u", 5, {"id": "9", "name": "c"}, table="mv", present=["id", "name"]),
+           ev("u", 6, {"id": "20"}, {"id": "9"}, table="mv", present=["id"])]
+    mv2 = [ev("c", 1, row(1, "a", "1.00"), table="mv"), ev("u", 3, {"id": "1", "name": "a3"}, table="mv", present=["id", "name"])]
     mv4 = [ev("u", 2, {"id": "1", "amount": "2.00"}, table="mv", present=["id", "amount"])]
     # table n: a move after a truncate of the same batch takes nothing from the truncated row
     n1 = [ev("c", 1, row(1, "a", "1.00"), table="n")]
@@ -111,9 +114,11 @@ def test_history_tables(spark, tmp_path):
     assert (first["db.t"].inserted, first["db.t"].rows_now) == (3, 3)
     apply(spark, tmp_path, t2 + p2 + t3 + m2 + mv2 + n2 + o2 + s2 + r2 + c2)
     assert history(spark, tmp_path, "db.mv") == [
-        (1, "a", "1.00", "1", "3", "d", 1, 3, False),
-        (9, "b", "1.00", "3", "5", "u", 3, 5, False),
-        (9, "c", "1.00", "5", None, None, 5, None, True),
+        (1, "a", "1.00", "1", "3", "u", 1, 3, False),
+        (1, "a3", "1.00", "3", "4", "d", 3, 4, False),
+        (9, "b", "1.00", "4", "5", "u", 4, 5, False),
+        (9, "c", "1.00", "5", "6", "d", 5, 6, False),
+        (20, "c", "1.00", "6", None, None, 6, None, True),
     ]
     again = apply(spark, tmp_path, t1 + t2 + t3 + p1 + p2 + k1 + m1 + m2 + mv2 + mv1 + c2 + c1 + d1, scd_type=None)  # re-delivered: nothing changes
     assert {n: (r.inserted, r.updated) for n, r in again.items()} == {
@@ -156,9 +161,11 @@ def test_history_tables(spark, tmp_path):
     ]
     assert history(spark, tmp_path, "db.mv") == [
         (1, "a", "1.00", "1", "2", "u", 1, 2, False),
-        (1, "a", "2.00", "2", "3", "d", 2, 3, False),
-        (9, "b", "2.00", "3", "5", "u", 3, 5, False),
-        (9, "c", "2.00", "5", None, None, 5, None, True),
+        (1, "a", "2.00", "2", "3", "u", 2, 3, False),
+        (1, "a3", "2.00", "3", "4", "d", 3, 4, False),
+        (9, "b", "2.00", "4", "5", "u", 4, 5, False),
+        (9, "c", "2.00", "5", "6", "d", 5, 6, False),
+        (20, "c", "2.00", "6", None, None, 6, None, True),
     ]
     assert history(spark, tmp_path, "db.n") == [
         (1, "a", "1.00", "1", "2", "t", 1, 2, False),

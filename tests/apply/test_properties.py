@@ -30,6 +30,7 @@ example; each format keeps one fixed scrambled ingest through its real decoder
 
 from __future__ import annotations
 
+import os
 import random
 import re
 from collections import Counter
@@ -211,8 +212,13 @@ def test_scrambled_workloads_match_the_oracle(spark, tmp_path_factory, batch):
 
 #: the shapes whose histories the SCD type 2 property checks: every table template, truncates,
 #: DDL and table drops (simulated); partial images and columns only in images (SharePlex);
-#: update halves split across batches (DataWorks); keys configured (Debezium files)
-HISTORY_SHAPES = ("simulated", "shareplex-json", "dataworks-json", "debezium-json")
+#: update halves split across batches (DataWorks); keys configured (Debezium files); under the
+#: ``thorough`` profile also key-changing partial updates (Qlik: a late change of the old key
+#: recomputes the new key's versions, along chains of moves; ``ci`` leaves it out for the
+#: suite's time, +67 s measured in session 30, and its first seed's batches keep each old key's
+#: changes with its moves: test_history.py's table mv is the ci profile's check)
+HISTORY_SHAPES = ("simulated", "shareplex-json", "dataworks-json", "debezium-json",
+                  *(("qlik-json",) if os.environ.get("HYPOTHESIS_PROFILE") == "thorough" else ()))
 #: the simulated shape's first seed in the SCD type 2 property, whose stream (no table renames)
 #: drops and renames columns (2 each) and inserts again, before a truncate, images that a
 #: snapshot ranked below the stream read (each keeps one row or none). Seed 193 failed
