@@ -189,7 +189,7 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
     batch = _typed(change_rows(events, plan, columns, None, every_update_moves=not plan.key).withColumn("_src", F.lit(1)), columns, alias)
     truncs = _batch_truncates(spark, events, plan)
     moves = _moves_to_remember(batch, plan, columns) if "_from" in batch.columns else None
-    followed = _moves_of_touched(spark, batch, prep, deletes_path) if prep.exists else []
+    followed, hops = _moves_of_touched(spark, batch, prep, deletes_path) if prep.exists else ([], 0)
     reach = sorted({m["to"] for m in followed})
 
     touched = batch.select(*keys).distinct()
@@ -227,7 +227,7 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
     if "_from" in batch.columns:  # partial updates that move their row: the old key's values, from the versions too
         # a chain of moves (A to B, then B to C) fills by passes: each reads the old keys'
         # changes as the pass before filled them
-        passes = max(1, min(MOVE_HOPS, plan.moves + len(followed)))  # (a chain of n moves takes n passes)
+        passes = max(1, min(MOVE_HOPS, plan.moves + hops))  # (a chain of n moves takes n passes)
         filled = batch
         for _ in range(passes):
             filled = fill_moves(batch, stored, plan, columns, truncs, history=True, read_from=filled)
@@ -258,7 +258,7 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
     return _versions(points, columns, alias, keys, copies=not plan.key), remember, reach
 
 
-def _moves_of_touched(spark: SparkSession, batch: DataFrame, prep: Prepared, deletes_path: str) -> list:
+def _moves_of_touched(spark: SparkSession, batch: DataFrame, prep: Prepared, deletes_path: str) -> tuple[list, int]:
     """The remembered moves (``_cdclake/deletes`` rows of op :data:`MOVED`) not older than the
     batch's oldest change of the keys the batch touches, and of the keys those moved rows to,
     and so on (a chain): ``key`` and ``to`` (JSON as written now, :data:`KEY_JSON`),
@@ -266,10 +266,10 @@ def _moves_of_touched(spark: SparkSession, batch: DataFrame, prep: Prepared, del
     than the batch's oldest change, each marked whether the batch touches its key; the chains
     are followed on the driver), run only when the batch may hold a change older than a
     remembered move (:func:`_needs_move_check`); an empty list otherwise, or for a table
-    without a key."""
+    without a key. Also returns the longest chain's number of moves (0: none)."""
     plan, columns = prep.plan, prep.columns
     if not plan.key or not _needs_move_check(plan, prep.state) or not DeltaTable.isDeltaTable(spark, deletes_path):
-        return []
+        return [], 0
     alias = {n: f"_c{i}" for i, n in enumerate(columns)}
     schema = ", ".join(f"{q(k)} {columns[k]}" for k in plan.key)
     rank, order = plan.min_data
@@ -283,12 +283,14 @@ def _moves_of_touched(spark: SparkSession, batch: DataFrame, prep: Prepared, del
     ent = rem.select(norm("key").alias("key"), norm("to").alias("to"), "position", "record", "present").distinct()
     moves = ent.join(keys.distinct(), F.col("key") == F.col("_bk"), "left").select(ent["*"], F.coalesce("_hit", F.lit(False)).alias("hit")).collect()
     reached = {m["key"] for m in moves if m["hit"]}
+    hops = 1 if reached else 0
     while True:  # (every key a chain passes through: a move of such a key is made again too)
         more = {m["to"] for m in moves if m["key"] in reached} - reached
-        if not more:
+        if not more or not {m["key"] for m in moves} & more:
             break
         reached |= more
-    return [m for m in moves if m["key"] in reached]
+        hops += 1
+    return [m for m in moves if m["key"] in reached], hops
 
 
 def _keys_of(spark: SparkSession, keys: list[str], plan: TablePlan, columns: dict[str, str]) -> DataFrame:
