@@ -314,20 +314,21 @@ def _with_moves_again(spark: SparkSession, batch: DataFrame, stored: DataFrame, 
     (none was read) is not made again."""
     alias = {n: f"_c{i}" for i, n in enumerate(columns)}
     schema = ", ".join(f"{q(k)} {columns[k]}" for k in plan.key)
-    from_type = ST.StructType([ST.StructField(alias[k], ST._parse_datatype_string(columns[k])) for k in plan.key])
+    from_type = ST.StructType([ST.StructField(alias[k], batch.schema[alias[k]].dataType) for k in plan.key])
     if "_from" not in batch.columns:
         batch = batch.withColumn("_from", F.lit(None).cast(from_type))
     rows = [(m["key"], m["to"], m["position"], m["record"], m["present"]) for m in followed]
+    record = F.expr(_record_of("_ord"))
     mv = spark.createDataFrame(rows, ST.StructType([
         ST.StructField("_m_key", ST.StringType()), ST.StructField("_m_to", ST.StringType()),
         ST.StructField("_m_pos", stored.schema["_ord"].dataType["pos"].dataType),
-        ST.StructField("_m_record", ST._parse_datatype_string(META_COLUMNS["_cdc_record"])),
+        ST.StructField("_m_record", stored.select(record.alias("r")).schema["r"].dataType),
         ST.StructField("_m_present", ST.ArrayType(ST.StringType())),
     ]))
     key_json = F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in plan.key]), KEY_JSON)
     versions = stored.where(~F.col("_op").isin("d", "t"))
     met = versions.join(F.broadcast(mv), (key_json == F.col("_m_to")) & (F.col("_ord.pos") == F.col("_m_pos"))
-                        & F.expr(_record_of("_ord")).eqNullSafe(F.col("_m_record")))
+                        & record.eqNullSafe(F.col("_m_record")))
     present = F.coalesce(F.col("_m_present"), F.col("_present"))
     old = F.from_json("_m_key", schema)
     made = {}
