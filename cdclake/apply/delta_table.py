@@ -179,6 +179,19 @@ def read_deletes(spark: SparkSession, deletes_path: str, table: str, version: in
     return rem.where(F.col("table") == F.lit(table))
 
 
+def key_schema_sql(plan: TablePlan, columns: dict[str, str]) -> str:
+    """The schema (Spark DDL) of ``plan``'s key columns with their types in ``columns``:
+    ``from_json`` reads a remembered key (:data:`KEY_JSON`) with it."""
+    return ", ".join(f"{q(k)} {columns[k]}" for k in plan.key)
+
+
+def key_as_written_now(c: str, schema: str):
+    """Column: the remembered key in JSON column ``c`` as a batch writes it now (read back with
+    the key's types now, ``schema`` of :func:`key_schema_sql`: a widened type writes its old
+    values the same way)."""
+    return F.to_json(F.from_json(F.col(c), schema), KEY_JSON)
+
+
 def _record_of(ord_: str) -> str:
     """SQL: the ``_cdc_record`` struct of the order struct ``ord_`` (``_ord`` of :func:`_fold`,
     ``s._ord`` in the MERGE)."""
@@ -1175,18 +1188,14 @@ def follow_moves(
     from the new row's changes; the remembered moves newer than the batch's oldest change are
     read to the driver (a late batch behind very many key changes costs driver memory)."""
     rem = read_deletes(spark, deletes_path, plan.name)
-    key_schema = ", ".join(f"{q(k)} {columns[k]}" for k in plan.key)
+    key_schema = key_schema_sql(plan, columns)
     alias = {n: f"_c{i}" for i, n in enumerate(columns)}
     rem = rem.where(F.col("key").isNotNull() & (F.col("op").isNull() | F.col("op").isin("d", MOVED)))
     if plan.min_data is not None:  # (an entry older than the batch's oldest change decides nothing)
         rank, order = plan.min_data
         rem = rem.where(F.expr(f"struct(1, position) >= struct({rank}, {_order_sql(order)})"))
-
-    def norm(c: str):  # a key as written now (types widen: the JSON of its batch's types read back)
-        return F.to_json(F.from_json(F.col(c), key_schema), KEY_JSON)
-
-    ent = rem.select(norm("key").alias("k"), F.expr(_ORDER_OF_DELETE).alias("o"),
-                     F.when(F.col("op") == MOVED, norm("to")).alias("t"))
+    ent = rem.select(key_as_written_now("key", key_schema).alias("k"), F.expr(_ORDER_OF_DELETE).alias("o"),
+                     F.when(F.col("op") == MOVED, key_as_written_now("to", key_schema)).alias("t"))
     moved = ent.where(F.col("t").isNotNull()).collect()
     if not moved:
         return rows, []

@@ -85,7 +85,9 @@ from cdclake.apply.delta_table import (
     _table_events,
     change_rows,
     fill_moves,
+    key_as_written_now,
     key_range_sql,
+    key_schema_sql,
     merge_condition_sql,
     q,
     rank_sql,
@@ -271,16 +273,14 @@ def _moves_of_touched(spark: SparkSession, batch: DataFrame, prep: Prepared, del
     if not plan.key or not _needs_move_check(plan, prep.state) or not DeltaTable.isDeltaTable(spark, deletes_path):
         return [], 0
     alias = {n: f"_c{i}" for i, n in enumerate(columns)}
-    schema = ", ".join(f"{q(k)} {columns[k]}" for k in plan.key)
+    schema = key_schema_sql(plan, columns)
     rank, order = plan.min_data
     rem = read_deletes(spark, deletes_path, plan.name).where(
         (F.col("op") == MOVED) & F.expr(f"struct(1, position) >= struct({rank}, {_order_sql(order)})"))
 
-    def norm(c: str):  # a key as written now (types widen: the JSON of its batch's types read back)
-        return F.to_json(F.from_json(F.col(c), schema), KEY_JSON)
-
     keys = batch.select(F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in plan.key]), KEY_JSON).alias("_bk"), F.lit(True).alias("_hit"))
-    ent = rem.select(norm("key").alias("key"), norm("to").alias("to"), "position", "record", "present").distinct()
+    ent = rem.select(key_as_written_now("key", schema).alias("key"), key_as_written_now("to", schema).alias("to"),
+                     "position", "record", "present").distinct()
     moves = ent.join(keys.distinct(), F.col("key") == F.col("_bk"), "left").select(ent["*"], F.coalesce("_hit", F.lit(False)).alias("hit")).collect()
     reached = {m["key"] for m in moves if m["hit"]}
     hops = 1 if reached else 0
@@ -296,7 +296,7 @@ def _moves_of_touched(spark: SparkSession, batch: DataFrame, prep: Prepared, del
 def _keys_of(spark: SparkSession, keys: list[str], plan: TablePlan, columns: dict[str, str]) -> DataFrame:
     """Keys (JSON, :data:`KEY_JSON`) as a frame of the key's ``_c<i>`` columns, typed."""
     alias = {n: f"_c{i}" for i, n in enumerate(columns)}
-    schema = ", ".join(f"{q(k)} {columns[k]}" for k in plan.key)
+    schema = key_schema_sql(plan, columns)
     k = F.from_json("k", schema)
     return spark.createDataFrame([(j,) for j in keys], "k string").select(*[k.getField(n).cast(columns[n]).alias(alias[n]) for n in plan.key])
 
@@ -313,7 +313,7 @@ def _with_moves_again(spark: SparkSession, batch: DataFrame, stored: DataFrame, 
     key's later versions take the filled columns from it. A move whose version is not stored
     (none was read) is not made again."""
     alias = {n: f"_c{i}" for i, n in enumerate(columns)}
-    schema = ", ".join(f"{q(k)} {columns[k]}" for k in plan.key)
+    schema = key_schema_sql(plan, columns)
     from_type = ST.StructType([ST.StructField(alias[k], batch.schema[alias[k]].dataType) for k in plan.key])
     if "_from" not in batch.columns:
         batch = batch.withColumn("_from", F.lit(None).cast(from_type))
