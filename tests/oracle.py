@@ -118,11 +118,21 @@ def replay(
         if e["kind"] == "ddl":
             moved = re.fullmatch(r"\s*RENAME\s+TABLE\s+(\S+)\s+TO\s+(\S+)\s*", e["ddl"] or "", re.I)
             if moved:  # the simulator's RENAME TABLE `a` TO `b` (names in the event's database): a's rows and columns go on as b's
-                assert history is None, "the oracle's histories do not follow table renames"
                 old, new = (".".join(p for p in (e["database"], e["schema"], m.strip("`")) if p) for m in moved.groups())
                 assert old == name and new not in rows, f"RENAME TABLE {old} TO {new} at {e['position']}"
                 rows[new], rows[name] = rows.get(name, []), []
-                live[new], live[name] = cur, []
+                # histories (as cdclake.apply.renames moves them; step 1 of the statement, point
+                # P + (1,)): a's current versions end at the point, and each goes on in b as a
+                # version that begins at the point followed by its own start (a snapshot read
+                # ranked below the stream: -1, before every streamed change)
+                point = at + (1,)
+                moved_versions = []
+                for v in cur:
+                    v[2] = point
+                    start = (-1,) if v[3] == "r" and e.get("format") not in by_position else tuple(v[1])
+                    moved_versions.append([dict(v[0]), point + start, None, "c"])
+                versions.setdefault(new, []).extend(moved_versions)
+                live[new], live[name] = moved_versions, []
                 capped[new], capped[name] = capped.get(name, []), []
                 schemas[new] = dict(schemas[name])
                 continue

@@ -276,8 +276,11 @@ class Progress:
     rows: list[dict]
 
     def table_states(self) -> dict[str, TableState]:
-        """The table rows (``source`` null): what earlier batches left for each table."""
-        return {
+        """The table rows (``source`` null): what earlier batches left for each table (with
+        ``moved_in``, the points of the renames into each, from the others' ``renamed``)."""
+        from cdclake.model import qualified_name
+
+        states = {
             r["table"]: TableState(
                 _list(r["delete_position"]), _list(r["truncate_position"]), r["truncate_position_text"], r["rows"],
                 record_tuple(r.get("truncate_record")), renamed_of(r.get("renamed")), column_ddl_of(r.get("column_ddl")),
@@ -286,6 +289,11 @@ class Progress:
             for r in self.rows
             if r["source"] is None and r["table"] is not None
         }
+        for st in list(states.values()):
+            for point, _rec, to in st.renamed:
+                if qualified_name(*to) in states:
+                    states[qualified_name(*to)].moved_in.append(list(point))
+        return states
 
     def held(self) -> dict:
         """The target's row's held fields (:data:`HELD_FIELDS`; zeros and None when nothing

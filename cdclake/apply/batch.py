@@ -47,6 +47,14 @@ def table_path(target: str, name: str) -> str:
     return targets.join(target, targets.table_folder(name))
 
 
+def is_history_table(spark: SparkSession, path: str) -> bool:
+    """The Delta table at ``path`` exists and keeps its rows' history (SCD type 2: it has
+    ``_cdc_is_current``). Reads the table's log (no Spark job but the snapshot's)."""
+    from delta.tables import DeltaTable
+
+    return DeltaTable.isDeltaTable(spark, path) and "_cdc_is_current" in spark.read.format("delta").load(path).columns
+
+
 def threads() -> int:
     """How many writes of a batch run at once (``CDCLAKE_APPLY_THREADS``, default 4)."""
     return max(1, int(os.environ.get("CDCLAKE_APPLY_THREADS", "4")))
@@ -239,7 +247,7 @@ def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, p
     if (changelog if relabel is None else relabel) and any(st.renamed for st in states.values()):
         from cdclake.apply.renames import relabel_late
 
-        moved = relabel_late(events, plan, states)
+        moved = relabel_late(events, plan, states, lambda name: is_history_table(spark, table_path(target, name)))
         if moved is not None:  # events of a renamed table older than its rename: the new name's
             # persisted (materialized by the plan's aggregate): every table's write reads it
             events = moved.persist()

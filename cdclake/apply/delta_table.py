@@ -238,6 +238,9 @@ class TableState:
         the table (the progress table's ``column_ddl``; :func:`cdclake.apply.plan.follow_past_column_ddl`).
     move_position: ``position.order`` of the latest partial update that moved a row to a new
         key (remembered in ``_cdclake/deletes``, :func:`follow_moves`), None: none yet.
+    moved_in: the points (``position.order``) of the table renames that moved another table's
+        rows into this one (from the other tables' ``renamed``; :mod:`cdclake.apply.renames`):
+        a history table's versions there begin at the point followed by their own start.
     """
 
     delete_position: list | None = None
@@ -250,6 +253,7 @@ class TableState:
     renamed: list = field(default_factory=list)
     column_ddl: list = field(default_factory=list)
     move_position: list | None = None
+    moved_in: list = field(default_factory=list)
 
 
 @dataclass

@@ -257,7 +257,7 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
     remember = history_deletes(spark, events, plan, deletes)
     if moves is not None:
         remember = moves if remember is None else remember.unionByName(moves, allowMissingColumns=True)
-    return _versions(points, columns, alias, keys, copies=not plan.key), remember, reach
+    return _versions(points, columns, alias, keys, copies=not plan.key, regions=prep.state.moved_in), remember, reach
 
 
 def _moves_of_touched(spark: SparkSession, batch: DataFrame, prep: Prepared, deletes_path: str) -> tuple[list, int]:
@@ -372,7 +372,8 @@ def _remembered(spark: SparkSession, prep: Prepared, deletes_path: str) -> tuple
     return deletes, truncs
 
 
-def _versions(points: DataFrame, columns: dict[str, str], alias: dict[str, str], keys: list[str], copies: bool = False) -> DataFrame:
+def _versions(points: DataFrame, columns: dict[str, str], alias: dict[str, str], keys: list[str], copies: bool = False,
+              regions: list | None = None) -> DataFrame:
     """Each key's points in order, deduplicated (a point of the batch that the table holds
     already is the table's), as versions: every point that is not a delete or truncate, ended
     by the next point. A column an image does not carry takes the value of the latest point
@@ -380,7 +381,16 @@ def _versions(points: DataFrame, columns: dict[str, str], alias: dict[str, str],
     its stored values).
 
     ``copies`` (a table without a key, whose key is the whole image): the points of an image
-    are copies of one row, not one row's changes; each version ends as :func:`_copy_ends` says."""
+    are copies of one row, not one row's changes; each version ends as :func:`_copy_ends` says.
+
+    ``regions`` (a keyed table; :attr:`TableState.moved_in`): the points of the table renames
+    that moved rows into the table. The changes at a region (positions that begin with its
+    point, longer than it: the moved versions, and the old table's changes that arrived after
+    the move, :func:`cdclake.apply.renames.relabel_late`) all stand for the old table's row as
+    it was at the rename, so per key only the newest of them counts, and none when a truncate
+    of the region (the old table's, carried) is newer: the others begin no version and end
+    none (values are taken before they go). A stored version among them is returned with
+    ``_drop`` true, for the MERGE to delete; with ``regions``, every row has ``_drop``."""
     w = Window.partitionBy(*keys).orderBy("_ord", "_src")
     points = points.select(
         "*",
@@ -390,11 +400,12 @@ def _versions(points: DataFrame, columns: dict[str, str], alias: dict[str, str],
     deleting = F.col("_op").isin("d", "t")
     w2 = Window.partitionBy(*keys).orderBy("_ord")
     upto = w2.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    regions = [r for r in regions or [] if r] if not copies else []
+    nxt_of = F.lead(F.struct("_ord", "_op", "_pos_text", "_etime")).over(w2)
     if copies:
         points = _copy_ends(points, keys)
-    else:
-        points = points.withColumn("_nxt", F.lead(F.struct("_ord", "_op", "_pos_text", "_etime")).over(w2))
-    nxt = F.col("_nxt")
+    elif not regions:
+        points = points.withColumn("_nxt", nxt_of)
     values = []
     for n in columns:
         a = alias[n]
@@ -403,7 +414,27 @@ def _versions(points: DataFrame, columns: dict[str, str], alias: dict[str, str],
             continue
         carried = F.col("_p" + a) & ~deleting | ((F.col("_src") == 0) & F.col("_first") & ~deleting)
         values.append(F.last(F.when(carried, F.struct(F.col(a).alias("v"))), ignorenulls=True).over(upto)["v"].alias(a))
-    stepped = points.select(*values, "_op", "_present", "_ord", "_pos_text", "_etime", nxt.alias("_nxt")).where(~deleting)
+    if regions:
+        pos = F.col("_ord.pos")
+        rg = None
+        for i, r in enumerate(regions):
+            inside = (F.size(pos) > len(r)) & (F.slice(pos, 1, len(r)) == F.expr(_order_sql(r)))
+            rg = F.when(inside, i) if rg is None else rg.when(inside, i)
+        points = points.withColumn("_rg", rg)
+        region = Window.partitionBy(*keys, "_rg")
+        truncating = F.col("_op") == "t"
+        newest = F.max(F.when(~truncating, F.col("_ord"))).over(region)
+        last_trunc = F.max(F.when(truncating, F.col("_ord"))).over(region)
+        keep = (F.col("_rg").isNull() | truncating
+                | ((F.col("_ord") == newest) & (last_trunc.isNull() | (last_trunc < newest))))
+        valued = points.select(*values, "_op", "_present", "_ord", "_pos_text", "_etime", "_src", keep.alias("_keep"))
+        kept = valued.where("_keep").withColumn("_nxt", nxt_of).withColumn("_drop", F.lit(False))
+        # stored versions the region's newer change supersedes: deleted by the MERGE
+        gone = valued.where(~F.col("_keep") & (F.col("_src") == 0) & ~deleting).withColumn(
+            "_nxt", F.lit(None).cast(kept.schema["_nxt"].dataType)).withColumn("_drop", F.lit(True))
+        stepped = kept.unionByName(gone).where(~deleting).drop("_keep", "_src")
+    else:
+        stepped = points.select(*values, "_op", "_present", "_ord", "_pos_text", "_etime", F.col("_nxt")).where(~deleting)
     end = (
         f"CASE WHEN _nxt IS NULL THEN NULL ELSE CAST(named_struct('position', _nxt._ord.pos, 'position_text', _nxt._pos_text,"
         f" 'op', _nxt._op, 'event_time_ms', _nxt._etime, 'record', {_record_of('_nxt._ord')}, 'sub', _nxt._ord._sub)"
@@ -421,6 +452,7 @@ def _versions(points: DataFrame, columns: dict[str, str], alias: dict[str, str],
         F.col("_nxt").isNull().alias("_cdc_is_current"),
         F.col("_present").alias("_cdc_present"),
         F.expr(end).alias("_cdc_end"),
+        *(["_drop"] if regions else []),
     )
 
 
@@ -525,9 +557,10 @@ def write_history(spark: SparkSession, events: DataFrame, prep: Prepared, delete
     src, out.deletes, reach = history_source(spark, events, prep, deletes_path)
     src = src.persist()
     out.cached.append(src)
+    drops = "_drop" in src.columns  # (a table rows were moved into: superseded moved versions go)
     if not prep.exists:
         observed = Observation()
-        rows = as_table_rows(src, columns).observe(observed, F.count(F.lit(1)).alias("n"))
+        rows = as_table_rows(src.where("NOT _drop") if drops else src, columns).observe(observed, F.count(F.lit(1)).alias("n"))
         writer = rows.write.format("delta").mode("append")
         for k, v in table_properties(columns).items():
             writer = writer.option(k, v)
@@ -555,17 +588,18 @@ def write_history(spark: SparkSession, events: DataFrame, prep: Prepared, delete
     )
     sets = {q(n): f"s.{alias[n]}" for n in names}
     sets.update({q(c): f"s.{c}" for c in (*META_COLUMNS, *HISTORY_COLUMNS)})
-    metrics = (
-        DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), F.expr(cond))
-        .whenMatchedUpdate(condition=changed, set=sets)
-        .whenNotMatchedInsert(values=sets)
-        .execute()
-        .first()
-    )
+    merge = DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), F.expr(cond))
+    if drops:
+        merge = (merge.whenMatchedDelete(condition="s._drop").whenMatchedUpdate(condition=f"NOT s._drop AND ({changed})", set=sets)
+                 .whenNotMatchedInsert(condition="NOT s._drop", values=sets))
+    else:
+        merge = merge.whenMatchedUpdate(condition=changed, set=sets).whenNotMatchedInsert(values=sets)
+    metrics = merge.execute().first()
     if metrics is None:  # skipped: the batch's transaction identity was already committed
         result.replayed = True
         prep.rows_before = None
         return out
     result.inserted = int(metrics["num_inserted_rows"] or 0)
     result.updated = int(metrics["num_updated_rows"] or 0)
+    result.deleted = int(metrics["num_deleted_rows"] or 0)  # (superseded moved versions only)
     return out

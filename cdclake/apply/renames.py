@@ -392,12 +392,14 @@ def _carry_deletes(spark: SparkSession, target: str, r: TableRename, txn: audit.
     audit.append(rows, path, txn)
 
 
-def follow_renames(states: dict) -> list[tuple]:
+def rename_chains(states: dict) -> list[tuple]:
     """Every remembered rename step of the target, followed through the later renames of its
-    new name: ``(old name, point, final (database, schema, table), position prefix)`` per
-    step, ordered by old name then point (an event of the old table older than the point, and
-    not older than an earlier point of the same table, belongs to the final name at the prefix
-    followed by its own position). Pure Python, from the progress table's ``renamed``.
+    new name: ``(old name, point, hops)`` per step, ordered by old name then point; ``hops``
+    lists each table the step's rows went on to, in order, as ``(its (database, schema,
+    table), position prefix)``: an event of the old table older than the point, and not older
+    than an earlier point of the same table, belongs at a hop at the prefix followed by its
+    own position (the last hop is the final name). Pure Python, from the progress table's
+    ``renamed``.
 
     A moved position ``point + o`` compares with another table's rename point ``q`` as
     ``point`` does (points are DDL positions followed by a step number, so neither is a prefix
@@ -410,29 +412,47 @@ def follow_renames(states: dict) -> list[tuple]:
     for name in sorted(by_table):
         for point, _rec, to in by_table[name]:
             prefix, dest, seen = list(point), tuple(to), 0
+            hops = [(dest, prefix)]
             while seen < 64:  # a rename chain can not be longer than the renames there are; a guard
                 nxt = next(((q, t) for q, _r, t in by_table.get(qualified_name(*dest), []) if order_key(prefix) < order_key(q)), None)
                 if nxt is None:
                     break
                 prefix, dest, seen = [*nxt[0], *prefix], tuple(nxt[1]), seen + 1
-            out.append((name, list(point), dest, prefix))
+                hops.append((dest, prefix))
+            out.append((name, list(point), hops))
     return out
+
+
+def follow_renames(states: dict) -> list[tuple]:
+    """:func:`rename_chains` to the final names: ``(old name, point, final (database, schema,
+    table), position prefix)`` per step."""
+    return [(name, point, hops[-1][0], hops[-1][1]) for name, point, hops in rename_chains(states)]
 
 
 #: the relabel's column of an event's qualified table name (dropped before it returns)
 _NAME = "_cdclake_relabel_name"
 
 
-def relabel_late(events: DataFrame, plan: BatchPlan, states: dict) -> DataFrame | None:
+def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=None) -> DataFrame | None:
     """``events`` with the data events of renamed tables that are older than a rename of
     their table (the progress table's ``renamed``) moved to the new name, at the rename's point
     followed by their own position (as the rows moved there: :func:`apply_renames`), through
     every later rename of the new name too; None when the batch holds no such event (told on
-    the driver from ``plan``: each table's oldest change and truncate). One projection (the
-    chains are followed on the driver: :func:`follow_renames`); the caller plans the result
-    again."""
+    the driver from ``plan``: each table's oldest change and truncate). The chains are
+    followed on the driver (:func:`rename_chains`); the caller plans the result again.
+
+    ``is_history`` (qualified name -> bool): which tables keep their history (SCD type 2). A
+    history table the event's rows passed through keeps a copy of the event too: the old
+    table at its own position (its history gets the version it would have had, ended by the
+    rename), and each later name of the chain but the last at its prefix, as the last one
+    gets it; a snapshot read ranked below the stream goes to a history table as the move
+    made it (op ``c``, the prefix followed by -1). Those tables' histories keep, per key, only
+    the newest change moved in at each rename (:func:`cdclake.apply.history._versions`).
+    Without history tables on the way: one projection; with them, one ``explode`` of the
+    event's destinations."""
     from cdclake.apply.plan import ranked_key
     from cdclake.formats import snapshot_position_formats
+    from cdclake.model import qualified_name
 
     late = False
     for p in plan.tables:
@@ -447,25 +467,53 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict) -> DataFrame 
         return None
     fmts = ", ".join(_str(f) for f in snapshot_position_formats()) or "''"
     rank0 = f"(op = 'r' AND format NOT IN ({fmts}))"
+    hist = is_history or (lambda name: False)
     conds = []
-    for name, point, to, prefix in follow_renames(states):
+    for name, point, hops in rename_chains(states):
         cond = (f"kind = 'data' AND {_NAME} = {_str(name)}"
                 f" AND ({rank0} OR position.order < {_order_sql(point)})")
-        conds.append((cond, prefix, to))
-
-    def case(value_of, otherwise):
-        return "CASE " + " ".join(f"WHEN {c} THEN {value_of(pre, to)}" for c, pre, to in conds) + f" ELSE {otherwise} END"
-
-    # a CASE per column over the original columns (no nesting to blow up); the event's table
-    # by its qualified name, computed once beneath them
+        # (to, prefix, the destination keeps its history): the old table itself when it does
+        # (prefix None: the event as it is), the history tables of the chain, the last name
+        dests = [(None, None, True)] if hist(name) else []
+        dests += [(to, pre, hist(qualified_name(*to))) for i, (to, pre) in enumerate(hops) if i == len(hops) - 1 or hist(qualified_name(*to))]
+        conds.append((cond, dests))
     named = events.withColumn(_NAME, F.expr(QUALIFIED_NAME_SQL))
-    out = named.withColumns({
-        "position": F.expr(case(lambda pre, to: f"named_struct('order', concat({_order_sql(pre)}, position.order), 'text', position.text)",
-                                "position")),
-        "database": F.expr(case(lambda pre, to: _str(to[0]), "database")),
-        "schema": F.expr(case(lambda pre, to: _str(to[1]), "schema")),
-        "table": F.expr(case(lambda pre, to: _str(to[2]), "`table`")),
-    })
+    if not any(h for _c, dests in conds for _t, _p, h in dests):
+        # a CASE per column over the original columns (no nesting to blow up); the event's
+        # table by its qualified name, computed once beneath them
+        def case(value_of, otherwise):
+            return "CASE " + " ".join(f"WHEN {c} THEN {value_of(*dests[-1][:2])}" for c, dests in conds) + f" ELSE {otherwise} END"
+
+        out = named.withColumns({
+            "position": F.expr(case(lambda to, pre: f"named_struct('order', concat({_order_sql(pre)}, position.order), 'text', position.text)",
+                                    "position")),
+            "database": F.expr(case(lambda to, pre: _str(to[0]), "database")),
+            "schema": F.expr(case(lambda to, pre: _str(to[1]), "schema")),
+            "table": F.expr(case(lambda to, pre: _str(to[2]), "`table`")),
+        })
+    else:
+        def dest_sql(to, pre, h) -> str:
+            if pre is None:
+                return ("named_struct('db', cast(null as string), 'sc', cast(null as string), 'tb', cast(null as string),"
+                        " 'pre', cast(null as array<decimal(38,0)>), 'hist', false)")
+            return (f"named_struct('db', {_str(to[0])}, 'sc', {_str(to[1])}, 'tb', {_str(to[2])}, 'pre', {_order_sql(pre)},"
+                    f" 'hist', {'true' if h else 'false'})")
+
+        keep = dest_sql(None, None, False)
+        dests_sql = ("CASE " + " ".join(f"WHEN {c} THEN array({', '.join(dest_sql(*d) for d in dests)})" for c, dests in conds)
+                     + f" ELSE array({keep}) END")
+        d = "_cdclake_relabel_dest"
+        spread = named.withColumn(d, F.explode(F.expr(dests_sql)))
+        as_moved = f"({d}.hist AND {rank0})"  # a snapshot read ranked below the stream, as the move made it
+        out = spread.withColumns({
+            "position": F.expr(f"CASE WHEN {d}.pre IS NULL THEN position ELSE named_struct('order', concat({d}.pre,"
+                               f" CASE WHEN {as_moved} THEN array(cast(-1 as decimal(38,0))) ELSE position.order END),"
+                               " 'text', position.text) END"),
+            "op": F.expr(f"CASE WHEN {d}.pre IS NOT NULL AND {as_moved} THEN 'c' ELSE op END"),
+            "database": F.expr(f"CASE WHEN {d}.pre IS NULL THEN database ELSE {d}.db END"),
+            "schema": F.expr(f"CASE WHEN {d}.pre IS NULL THEN schema ELSE {d}.sc END"),
+            "table": F.expr(f"CASE WHEN {d}.pre IS NULL THEN `table` ELSE {d}.tb END"),
+        })
     return out.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in EVENT_SCHEMA.fields], *[
         c for c in events.columns if c not in EVENT_SCHEMA.fieldNames()])
 

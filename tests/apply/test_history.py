@@ -86,11 +86,20 @@ def test_history_tables(spark, tmp_path):
     s2 = [snap1, last,
           dict(dbz(None, 5, kind="snapshot_end", key=None, columns=None), source_record=last["source_record"])]
 
-    # table r, renamed to rn at 4 (cdclake.apply.renames): r's versions end there (op t), rn's
-    # begin there with the rows r held; rn's own update at 5, applied first in the same batch,
+    # table r, renamed to rn at 10 (cdclake.apply.renames): r's versions end there (op t), rn's
+    # begin there with the rows r held; rn's own update at 11, applied first in the same batch,
     # ends the moved version of key 2 (a move is put into the history at its place)
-    r1 = [ev("c", 1, row(1, "a"), table="r"), ev("c", 2, row(2, "b"), table="r"), ev("u", 3, row(1, "a3"), row(1, "a"), table="r")]
-    r2 = [dict(ev(None, 4, kind="ddl", table="r"), ddl="RENAME TABLE db.r TO db.rn"), ev("u", 5, row(2, "b5"), row(2, "b"), table="rn")]
+    r1 = [ev("c", 1, row(1, "a"), table="r"), ev("c", 2, row(2, "b"), table="r"), ev("u", 3, row(1, "a3"), row(1, "a"), table="r"),
+          ev("c", 4, row(3, "c"), table="r"), ev("u", 8, row(2, "b8"), row(2, "b"), table="r")]
+    r2 = [dict(ev(None, 10, kind="ddl", table="r"), ddl="RENAME TABLE db.r TO db.rn"), ev("u", 11, row(2, "b11"), row(2, "b8"), table="rn")]
+    # changes of r older than the rename, in batch 4: each goes into r's history at its place
+    # (ended by the rename) and to rn, where per key only the newest change moved in counts:
+    # key 1's update at 6 replaces the moved version (deleted), key 2's at 5 is older than
+    # the moved one (from 8) and stays out, key 3's delete at 7 removes its moved version,
+    # key 5's insert at 9 begins a version (as an in-order replay's positions, a version
+    # begun by a late change keeps its own event time and position text: a limit)
+    r4 = [ev("u", 6, row(1, "a6"), row(1, "a3"), table="r"), ev("u", 5, row(2, "b5"), row(2, "b"), table="r"),
+          ev("d", 7, before=row(3, "c"), table="r"), ev("c", 9, row(5, "late"), table="r")]
 
     # table c, without a key: identical rows are copies, each with its own history; a delete or
     # an update's before image ends the earliest current copy's version (first in, first out),
@@ -123,7 +132,10 @@ def test_history_tables(spark, tmp_path):
     again = apply(spark, tmp_path, t1 + t2 + t3 + p1 + p2 + k1 + m1 + m2 + mv2 + mv1 + c2 + c1 + d1, scd_type=None)  # re-delivered: nothing changes
     assert {n: (r.inserted, r.updated) for n, r in again.items()} == {
         "db.t": (0, 0), "db.p": (0, 0), "db.k": (0, 0), "db.m": (0, 0), "db.mv": (0, 0), "db.c": (0, 0), "db.d": (0, 0)}
-    apply(spark, tmp_path, t4 + mv4)
+    last = apply(spark, tmp_path, t4 + mv4 + r4)
+    assert (last["db.rn"].inserted, last["db.rn"].deleted) == (2, 2)  # key 1's and 5's versions; key 1's and 3's moved ones
+    again = apply(spark, tmp_path, r4 + r1, scd_type=None)  # re-delivered: nothing changes
+    assert {n: (r.inserted, r.updated, r.deleted) for n, r in again.items()} == {"db.r": (0, 0, 0), "db.rn": (0, 0, 0)}
 
     assert history(spark, tmp_path, "db.t") == [
         (1, "a", None, "1", "3", "u", 1, 3, False),
@@ -184,13 +196,19 @@ def test_history_tables(spark, tmp_path):
     ]
     assert history(spark, tmp_path, "db.r") == [
         (1, "a", None, "1", "3", "u", 1, 3, False),
-        (1, "a3", None, "3", "4", "t", 3, 4, False),
-        (2, "b", None, "2", "4", "t", 2, 4, False),
+        (1, "a3", None, "3", "6", "u", 3, 6, False),
+        (1, "a6", None, "6", "10", "t", 6, 10, False),
+        (2, "b", None, "2", "5", "u", 2, 5, False),
+        (2, "b5", None, "5", "8", "u", 5, 8, False),
+        (2, "b8", None, "8", "10", "t", 8, 10, False),
+        (3, "c", None, "4", "7", "d", 4, 7, False),
+        (5, "late", None, "9", "10", "t", 9, 10, False),
     ]
     assert history(spark, tmp_path, "db.rn") == [
-        (1, "a3", None, "4", None, None, 4, None, True),
-        (2, "b", None, "4", "5", "u", 4, 5, False),
-        (2, "b5", None, "5", None, None, 5, None, True),
+        (1, "a6", None, "6", None, None, 6, None, True),
+        (2, "b11", None, "11", None, None, 11, None, True),
+        (2, "b8", None, "10", "11", "u", 10, 11, False),
+        (5, "late", None, "9", None, None, 9, None, True),
     ]
     assert assert_delta_rs_reads_like_spark(spark, tmp_path / "db.t") == 8
 

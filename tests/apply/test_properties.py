@@ -156,7 +156,7 @@ def prepare(k: int, shape: str, case: Case, renames: bool = False, copies: bool 
         keys: dict[str, list[str]] = {}
         history: dict = {}
         # strict: the simulator's stream is one a database writes
-        rows, schemas = replay(events, history=None if renames else history)
+        rows, schemas = replay(events, history=history)
     else:
         source = format_workload(shape, case.seed, EVENTS, renames=renames)
         enc = formats.get_encoder(shape)
@@ -171,7 +171,7 @@ def prepare(k: int, shape: str, case: Case, renames: bool = False, copies: bool 
             if shape in KEYS_CONFIGURED and c["table"] and e["primary_key"]:
                 keys[qualified_name(c["database"], c["schema"], c["table"])] = list(e["primary_key"])
         history = {}
-        rows, schemas = replay(events, strict=False, history=None if renames and shape in RENAMES_CARRIED else history)
+        rows, schemas = replay(events, strict=False, history=history)
     starts = table_units(events) if shape == "qlik-json" else list(range(len(events)))
     parts = scramble_units(starts, random.Random(case.shuffle_seed), case.batches, case.duplicate)
     return Example(f"#{k} {shape} {case}", events, [[events[i] for i in p] for p in parts], keys, rows, schemas, history)
