@@ -33,7 +33,8 @@ again from the same record is the same point; of a table without a key, from any
 :func:`_copy_ends`), ordered, and each non-delete point becomes a version that ends at the next
 point. The recomputed versions are MERGEd into the table by their identity (key and beginning
 change): new versions are inserted, versions whose end or values changed are updated, nothing
-is ever deleted. Only versions that may change are read: the current ones and those that end
+is deleted but the versions a table rename moved in that a later change of the old table
+supersedes (:func:`_versions`' ``regions``, :func:`cdclake.apply.renames.relabel_late`). Only versions that may change are read: the current ones and those that end
 after the batch's oldest change; a batch with a truncate reads them all (truncates are rare).
 Partial images take the columns they do not carry from the version before them, recomputed
 when a change arrives late between them.
@@ -552,7 +553,8 @@ def as_table_rows(versions: DataFrame, columns: dict[str, str]) -> DataFrame:
 def write_history(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_path: str) -> TableApply:
     """Apply the batch's changes of ``prep``'s table to its history table: one MERGE (or the
     write that creates the table). The result counts inserted and updated (ended or recomputed)
-    versions; a history table never deletes a row."""
+    versions, and deleted ones (only a version a table rename moved in that a later-arriving
+    change of the old table supersedes: :func:`_versions`' ``regions``)."""
     out, plan, path, result, columns = prep.out, prep.plan, prep.path, prep.out.result, prep.columns
     src, out.deletes, reach = history_source(spark, events, prep, deletes_path)
     src = src.persist()
