@@ -387,13 +387,13 @@ SCRAMBLED_EVENTS = 80
 RENAMES_CARRIED = ("canal-json", "dataworks-json", "debezium-json", "dts-avro")
 
 
-def format_workload(fmt: str, seed: int, events: int = SCRAMBLED_EVENTS, renames: bool = False) -> list[dict]:
+def format_workload(fmt: str, seed: int, events: int = SCRAMBLED_EVENTS, renames: bool = False, rename_keyless: bool = True) -> list[dict]:
     """The simulator workload (events in commit order) a scrambled ingest of ``fmt`` runs, with
     the restrictions the format needs today (applier bugs: strict xfail tests pin them and
     NOTES.md lists them; oracle limits). ``renames``: the formats of :data:`RENAMES_CARRIED`
-    rename tables too (``Workload(rename_tables=True)``; the oracle then follows current rows
-    only, not SCD type 2 histories); off, the same seed gives the stream it gave before the
-    option existed.
+    rename tables too (``Workload(rename_tables=True)``; the oracle follows them, in histories
+    too); off, the same seed gives the stream it gave before the
+    option existed. ``rename_keyless`` False: only keyed tables are renamed.
 
     * canal-json, dataworks-json, debezium-json: none (Debezium's Kafka keys do not survive
       the files the harness writes: its keys are configured, :data:`KEYS_CONFIGURED`).
@@ -424,7 +424,7 @@ def format_workload(fmt: str, seed: int, events: int = SCRAMBLED_EVENTS, renames
       it moves (test_keyless_update_before_its_insert_in_an_earlier_batch).
     """
     if fmt == "dts-avro":
-        return typed_when_null(Workload(seed, events=events, rename_tables=renames).generate().events)
+        return typed_when_null(Workload(seed, events=events, rename_tables=renames, rename_keyless=rename_keyless).generate().events)
     if fmt == "qlik-json":
         return Workload(seed, events=events, truncates=False).generate().events
     if fmt == "datahub-tuple":
@@ -435,22 +435,22 @@ def format_workload(fmt: str, seed: int, events: int = SCRAMBLED_EVENTS, renames
     if fmt == "shareplex-json":
         return Workload(seed, events=events).generate().events
     assert fmt in FORMATS, fmt
-    return Workload(seed, events=events, rename_tables=renames and fmt in RENAMES_CARRIED).generate().events
+    return Workload(seed, events=events, rename_tables=renames and fmt in RENAMES_CARRIED, rename_keyless=rename_keyless).generate().events
 
 
 def simulated_workload(
     seed: int, events: int = SCRAMBLED_EVENTS, rename_tables: bool = False, identical_rows: bool = False, drop_rename: bool = False,
+    rename_keyless: bool = True,
 ) -> SimResult:
     """The format-free workload of the applier property: every table template (keyless
     included), truncates with columns, ADD/widen DDL, table drops (each followed by the table's
     CREATE again); with ``drop_rename``, DROP and RENAME COLUMN (the applier reads an event
     with the columns in force at its position in any arrival order since session 25; off, the
     same seed gives the stream it gave before); with ``rename_tables``, table renames (``RENAME
-    TABLE a TO b``, at most one per table: the oracle follows them for current rows, not for
-    SCD type 2 histories); with ``identical_rows``, copies of the keyless table's rows (the
+    TABLE a TO b``, at most one per table; ``rename_keyless`` False: keyed tables only); with ``identical_rows``, copies of the keyless table's rows (the
     oracle's tables are multisets, its histories end the copy that began first)."""
     return Workload(seed, events=events, drop_tables=True, drop_rename=drop_rename, rename_tables=rename_tables,
-                    identical_rows=identical_rows).generate()
+                    identical_rows=identical_rows, rename_keyless=rename_keyless).generate()
 
 
 # ---- scrambled ingests through the real pipeline -------------------------------------------

@@ -362,6 +362,9 @@ class Workload:
             (later events and :attr:`SimResult.final` use it), and the old name is never used
             again. Off by default (the same seed then gives the same stream as before the
             option existed).
+        rename_keyless: with ``rename_tables``, a table without a key may be renamed too (on by
+            default; off, only keyed tables are: cdclake's SCD type 2 histories of a keyless
+            table renamed while its changes arrive late are not exact).
         identical_rows: a table without a key also gets rows identical to one it holds (an
             insert of a copy, :data:`COPY_RATE` of its inserts once it has rows; a delete or an
             update then takes one copy, a database does not say which). Off by default (the
@@ -387,6 +390,7 @@ class Workload:
         drop_tables: bool = False,
         rename_tables: bool = False,
         identical_rows: bool = False,
+        rename_keyless: bool = True,
     ) -> None:
         if tables < 1:
             raise ValueError("tables must be >= 1")
@@ -404,6 +408,7 @@ class Workload:
         self.drop_tables = drop_tables
         self.rename_tables = rename_tables
         self.identical_rows = identical_rows
+        self.rename_keyless = rename_keyless
 
     def __repr__(self) -> str:
         return (
@@ -411,7 +416,8 @@ class Workload:
             f"snapshot_rows={self.snapshot_rows}, ddl={self.ddl}, truncates={self.truncates}, "
             f"heartbeats={self.heartbeats}, drop_rename={self.drop_rename}, "
             f"truncate_columns={self.truncate_columns}, drop_tables={self.drop_tables}, "
-            f"rename_tables={self.rename_tables}, identical_rows={self.identical_rows})"
+            f"rename_tables={self.rename_tables}, identical_rows={self.identical_rows}"
+            + ("" if self.rename_keyless else ", rename_keyless=False") + ")"
         )
 
     def generate(self) -> SimResult:
@@ -689,8 +695,8 @@ class _Run:
     def rename_table(self) -> bool:
         """``RENAME TABLE a TO b`` of a random table (a DDL event of ``a``); False when that
         table was renamed already."""
-        t = self.rnd.choice(self.tables)
-        if t.moved:
+        t = self.rnd.choice(self.tables if self.w.rename_keyless else [t for t in self.tables if t.key] or self.tables)
+        if t.moved or not (t.key or self.w.rename_keyless):
             return False
         t.moved += 1
         new = f"{t.table}_r{t.moved}"

@@ -10,8 +10,8 @@ calls cover them all, and a fourth re-applies everything (every batch again, in 
 The workloads that once failed (:data:`ONCE_FAILED`) are in the first example.
 
 Shapes: ``simulated`` is the simulator's own events (every table template, the keyless one
-included, truncates, ADD/widen DDL, table drops; table renames in this property, not in the
-SCD type 2 one). Each format name is the events as that format's decoder
+included, truncates, ADD/widen DDL, table drops; table renames in this property, and in the
+SCD type 2 one under the ``thorough`` profile, of keyed tables only: HISTORY_RENAMES). Each format name is the events as that format's decoder
 gives them back (:meth:`Encoder.carried`, which the decode round trips of
 ``tests/formats/<fmt>/test_roundtrip.py`` hold every decoder to), positioned in commit order:
 columns only in images (SharePlex), types inferred from values (TUPLE), partial images
@@ -141,24 +141,24 @@ def table_units(events: list[dict]) -> list[int]:
     return starts
 
 
-def prepare(k: int, shape: str, case: Case, renames: bool = False, copies: bool = False, column_ddl: bool = False) -> Example:
+def prepare(k: int, shape: str, case: Case, renames: bool = False, copies: bool = False, column_ddl: bool = False,
+            rename_keyless: bool = True) -> Example:
     """Example ``k``: its events (tagged ``_x<k>``), scrambled into batches, the keys to
     configure and the oracle's tables. ``renames``: the simulated shape and the formats that
-    carry DDL text (:data:`tests.roundtrip.RENAMES_CARRIED`) rename tables too (then without the
-    oracle's ``history``, which does not follow renames), and the simulated shape drops and
-    renames columns (``DROP``/``RENAME COLUMN``), as it does with ``column_ddl`` alone (the SCD
-    type 2 property: the histories follow column DDL). ``copies``: the simulated shape's keyless
-    table gets identical rows."""
+    carry DDL text (:data:`tests.roundtrip.RENAMES_CARRIED`) rename tables too (``rename_keyless``
+    False: keyed tables only), and the simulated shape drops and renames columns (``DROP``/``RENAME
+    COLUMN``), as it does with ``column_ddl`` alone (the SCD type 2 property: the histories
+    follow column DDL). ``copies``: the simulated shape's keyless table gets identical rows."""
     if shape == "simulated":
         source = simulated_workload(case.seed, EVENTS, rename_tables=renames, identical_rows=copies,
-                                    drop_rename=renames or column_ddl).events
+                                    drop_rename=renames or column_ddl, rename_keyless=rename_keyless).events
         events = [tag_event(e, k) for e in source]
         keys: dict[str, list[str]] = {}
         history: dict = {}
         # strict: the simulator's stream is one a database writes
         rows, schemas = replay(events, history=history)
     else:
-        source = format_workload(shape, case.seed, EVENTS, renames=renames)
+        source = format_workload(shape, case.seed, EVENTS, renames=renames, rename_keyless=rename_keyless)
         enc = formats.get_encoder(shape)
         enc.encode(source)  # carried may depend on it (Qlik's table versions)
         events, keys = [], {}
@@ -219,6 +219,12 @@ def test_scrambled_workloads_match_the_oracle(spark, tmp_path_factory, batch):
 #: changes with its moves: test_history.py's table mv is the ci profile's check)
 HISTORY_SHAPES = ("simulated", "shareplex-json", "dataworks-json", "debezium-json",
                   *(("qlik-json",) if os.environ.get("HYPOTHESIS_PROFILE") == "thorough" else ()))
+#: the SCD type 2 property renames keyed tables (the simulated shape, DataWorks, Debezium: a
+#: late change of the old table goes into its history, and the new one keeps per key the newest
+#: change moved in) under the ``thorough`` profile only: the suite's time, and its keyless
+#: tables are not exact across a rename yet (NOTES.md, session 31); ``ci`` has test_history.py's
+#: table r
+HISTORY_RENAMES = os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
 #: the simulated shape's first seed in the SCD type 2 property, whose stream (no table renames)
 #: drops and renames columns (2 each) and inserts again, before a truncate, images that a
 #: snapshot ranked below the stream read (each keeps one row or none). Seed 193 failed
@@ -243,7 +249,8 @@ def test_scrambled_workloads_keep_the_oracle_history(spark, tmp_path_factory, ba
     """SCD type 2 (``--scd-type 2``): the same scrambled, re-delivered batches give every
     table the history an in-order replay gives (every version with its start and end
     positions), and a replay of everything changes nothing."""
-    examples = [prepare(k, shape, case, copies=True, column_ddl=True) for k, (shape, case) in enumerate(batch)]
+    examples = [prepare(k, shape, case, renames=HISTORY_RENAMES, rename_keyless=False, copies=True, column_ddl=True)
+                for k, (shape, case) in enumerate(batch)]
     keys = {n: c for ex in examples for n, c in ex.keys.items()}
     target = tmp_path_factory.mktemp("history-property") / "lake"
     batches = [[e for ex in examples if i < len(ex.batches) for e in ex.batches[i]] for i in range(3)]
