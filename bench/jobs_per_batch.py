@@ -67,7 +67,7 @@ def main() -> None:
     windows = []
     for path in args.batch:
         t0 = time.time()
-        s = ingest(spark, IngestConfig(args.format, [path], lake, keys))
+        s = ingest(spark, IngestConfig(args.format, [path], lake, keys, scd_type=args.scd_type))
         windows.append((Path(path).name, t0, time.time(), s.events))
     spark.stop()
     jobs = read_jobs(logs)
