@@ -88,13 +88,14 @@ PROGRESS_SCHEMA = (
     "held_since_ms bigint, timed_out_transactions bigint, "
     "truncate_record struct<file:string,line:bigint,partition:int,offset:bigint>, "
     "renamed array<struct<point:array<decimal(38,0)>,record:struct<file:string,line:bigint,partition:int,offset:bigint>,"
-    "to:array<string>>>, "
+    "to:array<string>,text:string,event_time_ms:bigint>>, "
     "column_ddl array<struct<order:array<decimal(38,0)>,text:string,ddl:string>>, "
     "move_position array<decimal(38,0)>"
 )
 #: ``renamed`` (a table's row): the table renames applied to the table (:mod:`cdclake.apply.renames`):
-#: each step's point, its DDL's record and the new name's ``[database, schema, table]``; an
-#: event of the table older than a point, arriving later, belongs to the new name
+#: each step's point, its DDL's record, the new name's ``[database, schema, table]`` and the
+#: DDL's position text and event time (null in rows written before they were kept); an event of
+#: the table older than a point, arriving later, belongs to the new name
 #: ``column_ddl`` (a table's row): the DDL statements that dropped or renamed a column of the
 #: table, by position (``order``, ``text``, ``ddl``): an event written before one of them that
 #: arrives in a later batch is read with the columns in force at its position
@@ -290,7 +291,7 @@ class Progress:
             if r["source"] is None and r["table"] is not None
         }
         for st in list(states.values()):
-            for point, _rec, to in st.renamed:
+            for point, _rec, to, *_ in st.renamed:
                 if qualified_name(*to) in states:
                     states[qualified_name(*to)].moved_in.append(list(point))
         return states
@@ -372,19 +373,26 @@ def _list(v):
 
 
 def renamed_of(value) -> list[tuple]:
-    """A progress row's ``renamed`` as ``(point, record, to)`` tuples (point: list of
-    Decimal; record: :func:`record_tuple`; to: ``(database, schema, table)``), by point."""
+    """A progress row's ``renamed`` as ``(point, record, to, text, event_time_ms)`` tuples
+    (point: list of Decimal; record: :func:`record_tuple`; to: ``(database, schema, table)``;
+    the DDL's position text and event time, None when not kept), by point."""
     def rec(r):
         return tuple(r[f] for f in RECORD_FIELDS) if isinstance(r, dict) else record_tuple(r)
 
-    out = [(_list(x["point"]), rec(x["record"]), tuple(x["to"])) for x in value or []]
+    def fields(x) -> dict:
+        return x.asDict() if hasattr(x, "asDict") else x
+
+    out = [(_list(d["point"]), rec(d["record"]), tuple(d["to"]), d.get("text"), d.get("event_time_ms"))
+           for d in map(fields, value or [])]
     return sorted(out, key=lambda x: order_key(x[0]))
 
 
 def _renamed_value(items) -> list[dict] | None:
-    """``(point, record, to)`` tuples as the progress column's value (None for none)."""
-    return [{"point": list(pt), "record": None if rec is None else dict(zip(RECORD_FIELDS, rec)), "to": list(to)}
-            for pt, rec, to in items] or None
+    """``(point, record, to[, text, event_time_ms])`` tuples as the progress column's value
+    (None for none)."""
+    return [{"point": list(x[0]), "record": None if x[1] is None else dict(zip(RECORD_FIELDS, x[1])), "to": list(x[2]),
+             "text": x[3] if len(x) > 3 else None, "event_time_ms": x[4] if len(x) > 4 else None}
+            for x in items] or None
 
 
 def column_ddl_of(value) -> list[tuple]:
@@ -561,6 +569,8 @@ def _decimals(name: str, v):
         return [None if x is None else Decimal(x) for x in v]
     field = {"renamed": "point", "column_ddl": "order"}.get(name)  # lists of structs with a position
     if v is not None and field is not None:
-        return [{**(x.asDict() if hasattr(x, "asDict") else x), field: [None if p is None else Decimal(p) for p in x[field]]}
+        # (a renamed step read from a table written before text and event_time_ms: None)
+        extra = {"text": None, "event_time_ms": None} if name == "renamed" else {}
+        return [{**extra, **(x.asDict() if hasattr(x, "asDict") else x), field: [None if p is None else Decimal(p) for p in x[field]]}
                 for x in v]
     return v

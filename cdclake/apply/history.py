@@ -67,7 +67,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as ST
 
 from cdclake.apply.moves import MOVE_HOPS
-from cdclake.apply.plan import TablePlan
+from cdclake.apply.plan import TablePlan, order_key
 from cdclake.apply.delta_table import (
     HISTORY_COLUMNS,
     KEY_JSON,
@@ -258,7 +258,21 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
     remember = history_deletes(spark, events, plan, deletes)
     if moves is not None:
         remember = moves if remember is None else remember.unionByName(moves, allowMissingColumns=True)
-    return _versions(points, columns, alias, keys, copies=not plan.key, regions=prep.state.moved_in), remember, reach
+    return _versions(points, columns, alias, keys, copies=not plan.key, regions=_regions_reached(plan, prep.state.moved_in)), remember, reach
+
+
+def _regions_reached(plan: TablePlan, moved_in: list) -> list:
+    """The points of ``moved_in`` (renames into the table) whose region the batch may reach:
+    its oldest change is before the region's end (the point's last element plus one), so it
+    may be a change moved in there (:func:`_versions`' ``regions``); a batch with a truncate
+    reaches all. Told on the driver; an in-order batch reaches none (its changes are newer
+    than every rename), and its versions are computed as before (no ``_drop``)."""
+    if plan.truncate is not None:  # (the plan keeps the latest truncate only; truncates are rare)
+        return [list(r) for r in moved_in if r]
+    if plan.min_data is None:
+        return []
+    oldest = order_key(list(plan.min_data[1]))
+    return [list(r) for r in moved_in if r and oldest < order_key([*r[:-1], r[-1] + 1])]
 
 
 def _moves_of_touched(spark: SparkSession, batch: DataFrame, prep: Prepared, deletes_path: str) -> tuple[list, int]:

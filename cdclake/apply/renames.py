@@ -303,7 +303,7 @@ def apply_renames(
                 max_delete[new] = [*rename_point(r), *state.delete_position]
                 if state.move_position is not None:  # (a move is remembered with its delete)
                     max_move[new] = [*rename_point(r), *state.move_position]
-            renamed[old] = (rename_point(r), r.record, r.new)
+            renamed[old] = (rename_point(r), r.record, r.new, r.text, r.event_time_ms)
             lines_to[new] = (f"table renamed from {old} at the source (position {r.text}): its rows moved here;"
                              " rows held before removed, as by a truncate")
             lines_from[old] = f"table renamed to {new} at the source (position {r.text}): its rows moved there and removed here, as by a truncate"
@@ -400,7 +400,7 @@ def rename_chains(states: dict) -> list[tuple]:
     """Every remembered rename step of the target, followed through the later renames of its
     new name: ``(old name, point, hops)`` per step, ordered by old name then point; ``hops``
     lists each table the step's rows went on to, in order, as ``(its (database, schema,
-    table), position prefix)``: an event of the old table older than the point, and not older
+    table), position prefix, the position text and event time of the rename into it)``: an event of the old table older than the point, and not older
     than an earlier point of the same table, belongs at a hop at the prefix followed by its
     own position (the last hop is the final name). Pure Python, from the progress table's
     ``renamed``.
@@ -411,18 +411,22 @@ def rename_chains(states: dict) -> list[tuple]:
     the event's own position."""
     from cdclake.model import qualified_name
 
+    def about(step) -> tuple:  # the step's DDL position text and event time (None: not kept)
+        return (step[3] if len(step) > 3 else None, step[4] if len(step) > 4 else None)
+
     by_table = {name: st.renamed for name, st in states.items() if st.renamed}
     out = []
     for name in sorted(by_table):
-        for point, _rec, to in by_table[name]:
+        for step in by_table[name]:
+            point, to = step[0], step[2]
             prefix, dest, seen = list(point), tuple(to), 0
-            hops = [(dest, prefix)]
+            hops = [(dest, prefix, *about(step))]
             while seen < 64:  # a rename chain can not be longer than the renames there are; a guard
-                nxt = next(((q, t) for q, _r, t in by_table.get(qualified_name(*dest), []) if order_key(prefix) < order_key(q)), None)
+                nxt = next((s for s in by_table.get(qualified_name(*dest), []) if order_key(prefix) < order_key(s[0])), None)
                 if nxt is None:
                     break
-                prefix, dest, seen = [*nxt[0], *prefix], tuple(nxt[1]), seen + 1
-                hops.append((dest, prefix))
+                prefix, dest, seen = [*nxt[0], *prefix], tuple(nxt[2]), seen + 1
+                hops.append((dest, prefix, *about(nxt)))
             out.append((name, list(point), hops))
     return out
 
@@ -430,7 +434,7 @@ def rename_chains(states: dict) -> list[tuple]:
 def follow_renames(states: dict) -> list[tuple]:
     """:func:`rename_chains` to the final names: ``(old name, point, final (database, schema,
     table), position prefix)`` per step."""
-    return [(name, point, hops[-1][0], hops[-1][1]) for name, point, hops in rename_chains(states)]
+    return [(name, point, *hops[-1][:2]) for name, point, hops in rename_chains(states)]
 
 
 #: the relabel's column of an event's qualified table name (dropped before it returns)
@@ -449,8 +453,9 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
     history table the event's rows passed through keeps a copy of the event too: the old
     table at its own position (its history gets the version it would have had, ended by the
     rename), and each later name of the chain but the last at its prefix, as the last one
-    gets it; a snapshot read ranked below the stream goes to a history table as the move
-    made it (op ``c``, the prefix followed by -1). Those tables' histories keep, per key, only
+    gets it, with the rename's position text and event time (kept in ``renamed`` since session
+    31; else its own); a snapshot read ranked below the stream goes to a history table as the
+    move made it (op ``c``, the prefix followed by -1). Those tables' histories keep, per key, only
     the newest change moved in at each rename (:func:`cdclake.apply.history._versions`).
     Without history tables on the way: one projection; with them, one ``explode`` of the
     event's destinations."""
@@ -478,11 +483,12 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
                 f" AND ({rank0} OR position.order < {_order_sql(point)})")
         # (to, prefix, the destination keeps its history): the old table itself when it does
         # (prefix None: the event as it is), the history tables of the chain, the last name
-        dests = [(None, None, True)] if hist(name) else []
-        dests += [(to, pre, hist(qualified_name(*to))) for i, (to, pre) in enumerate(hops) if i == len(hops) - 1 or hist(qualified_name(*to))]
+        dests = [(None, None, True, None, None)] if hist(name) else []
+        dests += [(to, pre, hist(qualified_name(*to)), text, etime) for i, (to, pre, text, etime) in enumerate(hops)
+                  if i == len(hops) - 1 or hist(qualified_name(*to))]
         conds.append((cond, dests))
     named = events.withColumn(_NAME, F.expr(QUALIFIED_NAME_SQL))
-    if not any(h for _c, dests in conds for _t, _p, h in dests):
+    if not any(d[2] for _c, dests in conds for d in dests):
         # a CASE per column over the original columns (no nesting to blow up); the event's
         # table by its qualified name, computed once beneath them
         def case(value_of, otherwise):
@@ -496,23 +502,28 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
             "table": F.expr(case(lambda to, pre: _str(to[2]), "`table`")),
         })
     else:
-        def dest_sql(to, pre, h) -> str:
+        def dest_sql(to, pre, h, text, etime) -> str:
             if pre is None:
                 return ("named_struct('db', cast(null as string), 'sc', cast(null as string), 'tb', cast(null as string),"
-                        " 'pre', cast(null as array<decimal(38,0)>), 'hist', false)")
+                        " 'pre', cast(null as array<decimal(38,0)>), 'hist', false, 'text', cast(null as string),"
+                        " 'etime', cast(null as bigint))")
             return (f"named_struct('db', {_str(to[0])}, 'sc', {_str(to[1])}, 'tb', {_str(to[2])}, 'pre', {_order_sql(pre)},"
-                    f" 'hist', {'true' if h else 'false'})")
+                    f" 'hist', {'true' if h else 'false'}, 'text', {_str(text if h else None)},"
+                    f" 'etime', cast({'null' if etime is None or not h else int(etime)} as bigint))")
 
-        keep = dest_sql(None, None, False)
+        keep = dest_sql(None, None, False, None, None)
         dests_sql = ("CASE " + " ".join(f"WHEN {c} THEN array({', '.join(dest_sql(*d) for d in dests)})" for c, dests in conds)
                      + f" ELSE array({keep}) END")
         d = "_cdclake_relabel_dest"
         spread = named.withColumn(d, F.explode(F.expr(dests_sql)))
         as_moved = f"({d}.hist AND {rank0})"  # a snapshot read ranked below the stream, as the move made it
+        # (a history table takes the rename's position text and event time, as its moved
+        # versions have them; a table of current rows the event's own, as before)
         out = spread.withColumns({
             "position": F.expr(f"CASE WHEN {d}.pre IS NULL THEN position ELSE named_struct('order', concat({d}.pre,"
                                f" CASE WHEN {as_moved} THEN array(cast(-1 as decimal(38,0))) ELSE position.order END),"
-                               " 'text', position.text) END"),
+                               f" 'text', coalesce({d}.text, position.text)) END"),
+            "event_time_ms": F.expr(f"CASE WHEN {d}.pre IS NULL THEN event_time_ms ELSE coalesce({d}.etime, event_time_ms) END"),
             "op": F.expr(f"CASE WHEN {d}.pre IS NOT NULL AND {as_moved} THEN 'c' ELSE op END"),
             "database": F.expr(f"CASE WHEN {d}.pre IS NULL THEN database ELSE {d}.db END"),
             "schema": F.expr(f"CASE WHEN {d}.pre IS NULL THEN schema ELSE {d}.sc END"),

@@ -96,8 +96,8 @@ def test_history_tables(spark, tmp_path):
     # (ended by the rename) and to rn, where per key only the newest change moved in counts:
     # key 1's update at 6 replaces the moved version (deleted), key 2's at 5 is older than
     # the moved one (from 8) and stays out, key 3's delete at 7 removes its moved version,
-    # key 5's insert at 9 begins a version (as an in-order replay's positions, a version
-    # begun by a late change keeps its own event time and position text: a limit)
+    # key 5's insert at 9 begins a version; in rn, those versions begin at the rename (its
+    # position text and event time), as the moved ones do
     r4 = [ev("u", 6, row(1, "a6"), row(1, "a3"), table="r"), ev("u", 5, row(2, "b5"), row(2, "b"), table="r"),
           ev("d", 7, before=row(3, "c"), table="r"), ev("c", 9, row(5, "late"), table="r")]
 
@@ -205,10 +205,10 @@ def test_history_tables(spark, tmp_path):
         (5, "late", None, "9", "10", "t", 9, 10, False),
     ]
     assert history(spark, tmp_path, "db.rn") == [
-        (1, "a6", None, "6", None, None, 6, None, True),
+        (1, "a6", None, "10", None, None, 10, None, True),
         (2, "b11", None, "11", None, None, 11, None, True),
         (2, "b8", None, "10", "11", "u", 10, 11, False),
-        (5, "late", None, "9", None, None, 9, None, True),
+        (5, "late", None, "10", None, None, 10, None, True),
     ]
     assert assert_delta_rs_reads_like_spark(spark, tmp_path / "db.t") == 8
 

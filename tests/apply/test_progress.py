@@ -65,11 +65,12 @@ def test_table_renames_accumulate_once_each_by_point():
     # each point belongs to that step's new name); the same step again (a replay) counts once
     from cdclake.apply.audit import renamed_of
 
-    first = {"point": d(10, 1), "record": {"file": "f", "line": 3, "partition": None, "offset": None}, "to": ["db", None, "n"]}
-    second = {"point": d(20, 1), "record": None, "to": ["db", None, "z"]}
+    first = {"point": d(10, 1), "record": {"file": "f", "line": 3, "partition": None, "offset": None}, "to": ["db", None, "n"],
+             "text": "10", "event_time_ms": 10_000}
+    second = {"point": d(20, 1), "record": None, "to": ["db", None, "z"]}  # (written before text and event time were kept)
     old = [row(None, "db.t", renamed=[second])]
     new = [row(None, "db.t", renamed=[first]), row(None, "db.u", renamed=None)]
     got = {r["table"]: r for r in merge_progress(merge_progress(old, new), [row(None, "db.t", renamed=[first])])}
-    assert renamed_of(got["db.t"]["renamed"]) == [(d(10, 1), ("f", 3, None, None), ("db", None, "n")),
-                                                  (d(20, 1), None, ("db", None, "z"))]
+    assert renamed_of(got["db.t"]["renamed"]) == [(d(10, 1), ("f", 3, None, None), ("db", None, "n"), "10", 10_000),
+                                                  (d(20, 1), None, ("db", None, "z"), None, None)]
     assert renamed_of(got["db.u"]["renamed"]) == []
