@@ -481,8 +481,9 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
     for name, point, hops in rename_chains(states):
         cond = (f"kind = 'data' AND {_NAME} = {_str(name)}"
                 f" AND ({rank0} OR position.order < {_order_sql(point)})")
-        # (to, prefix, the destination keeps its history): the old table itself when it does
-        # (prefix None: the event as it is), the history tables of the chain, the last name
+        # (to, prefix, the destination keeps its history, the rename's text and event time):
+        # the old table itself when it does (prefix None: the event as it is), the history
+        # tables of the chain, the last name
         dests = [(None, None, True, None, None)] if hist(name) else []
         dests += [(to, pre, hist(qualified_name(*to)), text, etime) for i, (to, pre, text, etime) in enumerate(hops)
                   if i == len(hops) - 1 or hist(qualified_name(*to))]
