@@ -478,7 +478,10 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
     rank0 = f"(op = 'r' AND format NOT IN ({fmts}))"
     hist = is_history or (lambda name: False)
     conds = []
+    batch_tables = {p.name for p in plan.tables}
     for name, point, hops in rename_chains(states):
+        if name not in batch_tables:  # (no event of the batch can match: no branch, no kind read)
+            continue
         cond = (f"kind = 'data' AND {_NAME} = {_str(name)}"
                 f" AND ({rank0} OR position.order < {_order_sql(point)})")
         # (to, prefix, the destination keeps its history, the rename's text and event time):
