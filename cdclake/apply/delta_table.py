@@ -644,7 +644,7 @@ def _count_rows(spark: SparkSession, prep: Prepared) -> None:
     if result.schema_changes:
         detail = DeltaTable.forPath(spark, path)
         result.schema = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in detail.toDF().schema.fields if f.name not in SYSTEM_COLUMNS)
-        result.schema_version = latest_version(spark, table=detail)
+        result.schema_version = latest_version(spark, path)  # (from the log: DeltaTable.history cost two jobs)
 
 
 def apply_table(
