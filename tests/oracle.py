@@ -281,12 +281,11 @@ def _rows_by_delta_rs(path: str) -> tuple[dict[str, str], list[dict]] | None:
     table (session 26)."""
     from deltalake import DeltaTable
 
-    from tests.readers import delta_rs_rows
+    from tests.readers import delta_rs_rows, type_widened
 
-    table = DeltaTable(path)
-    protocol = table.protocol()
-    if any(f.startswith("typeWidening") for f in (protocol.reader_features or []) + (protocol.writer_features or [])):
+    if type_widened(path):
         return None
+    table = DeltaTable(path)
     schema = {}
     for f in table.schema().fields:
         if f.name.startswith("_cdc_"):

@@ -40,6 +40,33 @@ def has_column_mapping(path) -> bool:
     return "columnMapping" in (DeltaTable(str(path)).protocol().writer_features or [])
 
 
+def type_widened(path) -> bool:
+    """Whether the Delta table at ``path`` has type widening (a column widened in place), the
+    table feature delta-rs 1.6.6 refuses to read."""
+    from deltalake import DeltaTable
+
+    protocol = DeltaTable(str(path)).protocol()
+    return any(f.startswith("typeWidening") for f in (protocol.reader_features or []) + (protocol.writer_features or []))
+
+
+def lake_rows(spark, path) -> list[dict]:
+    """Every row (every column, ``_cdc_`` ones too) of the Delta table at ``path``: read by
+    delta-rs (:func:`delta_rs_rows`, no Spark job: a Spark read of a table version costs a
+    snapshot and a file-listing job besides its own), or by Spark for a table with type widening,
+    which delta-rs cannot open. Values as :func:`_plain` spells them; top-level timestamps naive
+    UTC from either reader (Spark's read as ``timestamp_ntz`` in the session's UTC, so that the
+    Python process's time zone plays no part)."""
+    if not type_widened(path):
+        return delta_rs_rows(path)
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import TimestampType
+
+    df = spark.read.format("delta").load(str(path))
+    cols = [F.col(f"`{f.name}`").cast("timestamp_ntz").alias(f.name) if isinstance(f.dataType, TimestampType) else F.col(f"`{f.name}`")
+            for f in df.schema.fields]
+    return [_plain(r) for r in df.select(*cols).collect()]
+
+
 def delta_rs_rows(path) -> list[dict]:
     """Every row of the Delta table at ``path`` as delta-rs reads it (column names as the
     table's logical names): through ``to_pyarrow_table`` (the path of ``to_pandas`` and of most

@@ -14,7 +14,7 @@ from cdclake.errors import CdclakeError
 from cdclake.model import EVENT_SCHEMA
 from cdclake.pipeline import apply_events
 from tests.apply.test_semantics import ev, row
-from tests.readers import assert_delta_rs_reads_like_spark
+from tests.readers import assert_delta_rs_reads_like_spark, lake_rows
 
 
 def apply(spark, target, events, scd_type=2):
@@ -23,8 +23,8 @@ def apply(spark, target, events, scd_type=2):
 
 
 def history(spark, target, name):
-    """(id, name, amount, start, end, end op, valid from s, valid to s, current) per version."""
-    df = spark.read.format("delta").load(f"{target}/{name}")
+    """(id, name, amount, start, end, end op, valid from s, valid to s, current) per version,
+    read by delta-rs (tests/readers.py ``lake_rows``)."""
 
     def s(ts):
         return None if ts is None else int((ts - dt.datetime(1970, 1, 1)).total_seconds())
@@ -33,8 +33,7 @@ def history(spark, target, name):
         (r["id"], r["name"], None if r["amount"] is None else str(r["amount"]), r["_cdc_position_text"],
          r["_cdc_end"]["position_text"] if r["_cdc_end"] else None, r["_cdc_end"]["op"] if r["_cdc_end"] else None,
          s(r["_cdc_valid_from"]), s(r["_cdc_valid_to"]), r["_cdc_is_current"])
-        for r in df.selectExpr("*", "CAST(_cdc_valid_from AS TIMESTAMP_NTZ) AS f", "CAST(_cdc_valid_to AS TIMESTAMP_NTZ) AS v")
-        .drop("_cdc_valid_from", "_cdc_valid_to").withColumnsRenamed({"f": "_cdc_valid_from", "v": "_cdc_valid_to"}).collect()
+        for r in lake_rows(spark, f"{target}/{name}")
     )
 
 

@@ -10,6 +10,7 @@ from decimal import Decimal
 
 from cdclake.model import EVENT_SCHEMA
 from cdclake.pipeline import apply_events
+from tests.readers import lake_rows
 
 COLS = [
     {"name": "id", "source_type": "int", "spark_type": "int", "precision": None, "scale": None, "nullable": False},
@@ -39,8 +40,9 @@ def apply(spark, target, events, **kw):
 
 
 def table(spark, target, name="db.t"):
-    df = spark.read.format("delta").load(f"{target}/{name}")
-    return sorted((r["id"], r["name"], r["amount"]) for r in df.collect())
+    """(id, name, amount) of every row of the table, sorted; read by delta-rs where it opens
+    the table (tests/readers.py ``lake_rows``)."""
+    return sorted((r["id"], r["name"], r["amount"]) for r in lake_rows(spark, f"{target}/{name}"))
 
 
 def test_configured_key_and_new_columns(spark, tmp_path):
