@@ -960,8 +960,8 @@ def change_rows(
         c = f"array_contains(present, {_lit(n)})"
         return f"({c} OR array_contains(present, {_lit(plan.renames[n])}))" if n in plan.renames else c
 
-    # (SQL texts, one py4j call for the projection: a Column built per column and per operator
-    # cost ~10 py4j round trips per column, ~15 % of a small batch's driver calls)
+    # (SQL texts: about two py4j round trips per column, the list passed element by element;
+    # a Column built per operator cost ~10 per column, ~15 % of a batch's py4j calls)
     rows = rows.withColumn("_img", F.expr("CASE WHEN op = 'd' THEN before ELSE after END"))
     return rows.selectExpr(
         "op AS _op",
