@@ -903,9 +903,13 @@ def change_rows(
     def typed(img: str, n: str):
         return F.expr(cast_sql(value(img, n), columns[n]))
 
+    def carried_sql(n: str) -> str:
+        """SQL: the event carries column ``n`` (or its old name) in ``present``."""
+        c = f"array_contains(present, {_lit(n)})"
+        return f"({c} OR array_contains(present, {_lit(plan.renames[n])}))" if n in plan.renames else c
+
     def carried(n: str):
-        c = F.array_contains("present", n)
-        return c | F.array_contains("present", plan.renames[n]) if n in plan.renames else c
+        return F.expr(carried_sql(n))
 
     def has(n: str):
         """The before image names column ``n`` (or its old name)."""
@@ -956,10 +960,6 @@ def change_rows(
         if moves:
             moved = moved.withColumn("_from", F.when(F.lit(False), key_before))
         rows = rows.unionByName(moved)
-    def carried_sql(n: str) -> str:
-        c = f"array_contains(present, {_lit(n)})"
-        return f"({c} OR array_contains(present, {_lit(plan.renames[n])}))" if n in plan.renames else c
-
     # (SQL texts: about two py4j round trips per column, the list passed element by element;
     # a Column built per operator cost ~10 per column, ~15 % of a batch's py4j calls)
     rows = rows.withColumn("_img", F.expr("CASE WHEN op = 'd' THEN before ELSE after END"))
