@@ -185,11 +185,43 @@ def key_schema_sql(plan: TablePlan, columns: dict[str, str]) -> str:
     return ", ".join(f"{q(k)} {columns[k]}" for k in plan.key)
 
 
-def key_as_written_now(c: str, schema: str):
-    """Column: the remembered key in JSON column ``c`` as a batch writes it now (read back with
-    the key's types now, ``schema`` of :func:`key_schema_sql`: a widened type writes its old
-    values the same way)."""
-    return F.to_json(F.from_json(F.col(c), schema), KEY_JSON)
+def remembered_struct_sql(c: str, types: dict[str, str], history: list = (), point: str = "struct(1, position)") -> str:
+    """SQL: the remembered key or image in JSON column ``c`` (:data:`KEY_JSON`, written with
+    the names and types of its batch) as a struct of ``types``' columns (name -> Spark type:
+    the table's now; a widened type reads its old values, a missing field is null).
+
+    ``history``: the table's column DDL (:attr:`TablePlan.column_history`). A column renamed
+    after the remembered change (its order: SQL ``point``, ``struct(rank, position)``) may be
+    named by its old name in ``c``, written before the rename was applied: it is read from the
+    first of its names that holds a value (:func:`cdclake.apply.plan.names_back`); a column
+    whose name denoted another column at the change's point (that column dropped or renamed
+    after it, this one added later) is null. Without column DDL, ``from_json`` alone."""
+    from cdclake.apply.plan import names_back
+
+    back = names_back(list(types), list(history))
+    extra = {old: types[n] for n, (_since, hops) in back.items() for old, _ in hops if old not in types}
+    schema = ", ".join(f"{q(n)} {t}" for n, t in {**types, **extra}.items())
+    parsed = f"from_json({c}, {_lit(schema)})"
+    if not extra and all(since is None and not hops for since, hops in back.values()):
+        return parsed
+    fields = []
+    for n, (since, hops) in back.items():
+        value = f"{parsed}.{q(n)}"
+        if hops:  # (newest name first; an older one only for a change older than its rename)
+            value = "coalesce(" + ", ".join(
+                [value, *(f"CASE WHEN {point} < struct(1, {_order_sql(until)}) THEN {parsed}.{q(old)} END" for old, until in hops)]) + ")"
+        if since is not None:
+            value = f"CASE WHEN {point} > struct(1, {_order_sql(since)}) THEN {value} END"
+        fields.append(f"{_lit(n)}, {value}")
+    return f"named_struct({', '.join(fields)})"
+
+
+def key_as_written_now(c: str, types: dict[str, str], history: list = (), point: str = "struct(1, position)"):
+    """Column: the remembered key in JSON column ``c`` as a batch writes it now: read back with
+    the key's types now (``types``: key column -> Spark type; a widened type writes its old
+    values the same way) and names now (:func:`remembered_struct_sql`)."""
+    options = ", ".join(f"{_lit(k)}, {_lit(v)}" for k, v in KEY_JSON.items())
+    return F.expr(f"to_json({remembered_struct_sql(c, types, history, point)}, map({options}))")
 
 
 def _record_of(ord_: str) -> str:
@@ -1189,14 +1221,14 @@ def follow_moves(
     from the new row's changes; the remembered moves newer than the batch's oldest change are
     read to the driver (a late batch behind very many key changes costs driver memory)."""
     rem = read_deletes(spark, deletes_path, plan.name)
-    key_schema = key_schema_sql(plan, columns)
+    key_types, key_schema = {k: columns[k] for k in plan.key}, key_schema_sql(plan, columns)
     alias = {n: f"_c{i}" for i, n in enumerate(columns)}
     rem = rem.where(F.col("key").isNotNull() & (F.col("op").isNull() | F.col("op").isin("d", MOVED)))
     if plan.min_data is not None:  # (an entry older than the batch's oldest change decides nothing)
         rank, order = plan.min_data
         rem = rem.where(F.expr(f"struct(1, position) >= struct({rank}, {_order_sql(order)})"))
-    ent = rem.select(key_as_written_now("key", key_schema).alias("k"), F.expr(_ORDER_OF_DELETE).alias("o"),
-                     F.when(F.col("op") == MOVED, key_as_written_now("to", key_schema)).alias("t"))
+    ent = rem.select(key_as_written_now("key", key_types, plan.column_history).alias("k"), F.expr(_ORDER_OF_DELETE).alias("o"),
+                     F.when(F.col("op") == MOVED, key_as_written_now("to", key_types, plan.column_history)).alias("t"))
     moved = ent.where(F.col("t").isNotNull()).collect()
     if not moved:
         return rows, []
@@ -1295,7 +1327,7 @@ def _fold(
         src = rows.groupBy(*keys).agg(F.max_by(F.struct(*payload), "_ord").alias("w")).select(*keys, "w.*")
     src = src.withColumn("_key_json", F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in key]), KEY_JSON))
     if _needs_delete_check(plan, state) and DeltaTable.isDeltaTable(spark, deletes_path):
-        src = _drop_older_than_deletes(spark, src, plan.name, deletes_path, {k: columns[k] for k in key})
+        src = _drop_older_than_deletes(spark, src, plan.name, deletes_path, {k: columns[k] for k in key}, plan.column_history)
     src = src.persist()
     return src, [src, *frames], moves, followed
 
@@ -1367,7 +1399,7 @@ def _may_be_older(plan: TablePlan, position) -> bool:
 
 
 def _drop_older_than_deletes(
-    spark: SparkSession, src: DataFrame, table: str, deletes_path: str, key_types: dict[str, str]
+    spark: SparkSession, src: DataFrame, table: str, deletes_path: str, key_types: dict[str, str], history: list = ()
 ) -> DataFrame:
     """Drop the batch's winners that are older than a delete of the same key remembered from
     earlier batches.
@@ -1377,8 +1409,8 @@ def _drop_older_than_deletes(
     matches the batch's ``_key_json`` after a key column widened (``1`` -> ``1.00`` for int ->
     decimal(12,2), a date -> its midnight timestamp) or, for a keyless table (whole-image key),
     after a column was added (a missing field reads as null, which ``to_json`` leaves out on
-    both sides)."""
-    schema = ", ".join(f"{q(k)} {t}" for k, t in key_types.items())
+    both sides), and with the names now (``history``: the table's column DDL,
+    :func:`key_as_written_now`: a key column renamed after the delete)."""
     # (a record null, written before deletes kept it: a tie wins, null sorts first, as before;
     # a sub null, written before deletes kept it: read as 1)
     remembered = read_deletes(spark, deletes_path, table)
@@ -1388,7 +1420,7 @@ def _drop_older_than_deletes(
     remembered = remembered.where(F.col("op").isNull() | F.col("op").isin("d", MOVED))
     deletes = (
         remembered.where(F.col("key").isNotNull())  # (null: a history table's truncate)
-        .groupBy(F.to_json(F.from_json(F.col("key"), schema), KEY_JSON).alias("_key_json"))
+        .groupBy(key_as_written_now("key", key_types, history).alias("_key_json"))
         .agg(F.max(F.expr(_ORDER_OF_DELETE)).alias("_tomb"))
     )
     newer = F.expr(_order_of_change("_ord"))

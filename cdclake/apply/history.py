@@ -89,6 +89,7 @@ from cdclake.apply.delta_table import (
     key_as_written_now,
     key_range_sql,
     key_schema_sql,
+    remembered_struct_sql,
     merge_condition_sql,
     q,
     rank_sql,
@@ -240,8 +241,9 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
     remembered = _remembered(spark, prep, deletes_path)
     if remembered is not None:
         rem_deletes, rem_truncs = remembered
-        schema = ", ".join(f"{q(k)} {columns[k]}" for k in key)
-        rd = rem_deletes.withColumn("_k", F.from_json("key", schema)).select(
+        # (a key column or, without a key, any column renamed after the delete: its old name)
+        read = remembered_struct_sql("key", {k: columns[k] for k in key}, plan.column_history)
+        rd = rem_deletes.withColumn("_k", F.expr(read)).select(
             *_point({alias[k]: f"_k.{q(k)}" for k in key}, names, alias, "d",
                     _ord_sql("1", "position", "coalesce(sub, 1)", "record"), F.col("position_text"), F.col("event_time_ms"), 0)
         )
@@ -288,13 +290,14 @@ def _moves_of_touched(spark: SparkSession, batch: DataFrame, prep: Prepared, del
     if not plan.key or not _needs_move_check(plan, prep.state) or not DeltaTable.isDeltaTable(spark, deletes_path):
         return [], 0
     alias = {n: f"_c{i}" for i, n in enumerate(columns)}
-    schema = key_schema_sql(plan, columns)
+    key_types = {k: columns[k] for k in plan.key}
     rank, order = plan.min_data
     rem = read_deletes(spark, deletes_path, plan.name).where(
         (F.col("op") == MOVED) & F.expr(f"struct(1, position) >= struct({rank}, {_order_sql(order)})"))
 
     keys = batch.select(F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in plan.key]), KEY_JSON).alias("_bk"), F.lit(True).alias("_hit"))
-    ent = rem.select(key_as_written_now("key", schema).alias("key"), key_as_written_now("to", schema).alias("to"),
+    ent = rem.select(key_as_written_now("key", key_types, plan.column_history).alias("key"),
+                     key_as_written_now("to", key_types, plan.column_history).alias("to"),
                      "position", "record", "present").distinct()
     moves = ent.join(keys.distinct(), F.col("key") == F.col("_bk"), "left").select(ent["*"], F.coalesce("_hit", F.lit(False)).alias("hit")).collect()
     reached = {m["key"] for m in moves if m["hit"]}

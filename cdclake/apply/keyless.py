@@ -49,10 +49,13 @@ remembers nothing: only deletes and the copies they take are written to ``_cdcla
 
 An SCD type 2 table without a key is a multiset the same way, its atoms counted as here:
 each copy has a history of its own, and its current versions are the rows this module
-gives (:func:`cdclake.apply.history._copy_ends`). Limits: a remembered atom keeps its columns' names of its batch: after a column rename it
-is another image (a delete remembered before the rename no longer keeps a re-delivered older
-insert out, as for keyed tables' remembered deletes before). Identical rows that an older
-version collapsed into one row stay one.
+gives (:func:`cdclake.apply.history._copy_ends`). A remembered atom is JSON with the column
+names of its batch; it is read back with the names now
+(:func:`cdclake.apply.delta_table.remembered_struct_sql`: a column renamed after the atom's
+change by its old name), so a -1 remembered before a column rename still takes the copy of an
+older +1 that arrives after it. Limits: identical rows that an older version collapsed into
+one row stay one; a rename that was not applied (its new name existed and the two were not
+merged: "not applied" in the schema history) is still followed when an image is read back.
 """
 
 from __future__ import annotations
@@ -78,6 +81,7 @@ from cdclake.apply.delta_table import (
     q,
     rank_sql,
     read_deletes,
+    remembered_struct_sql,
     table_properties,
     truncate_sql,
 )
@@ -131,7 +135,7 @@ def write_keyless(spark: SparkSession, events: DataFrame, prep: Prepared, delete
         parts.append(live.join(touched, "_k", "left_semi"))
     # remembered atoms exist only for a table that had a delete (or an update) before
     if prep.state.delete_position is not None and DeltaTable.isDeltaTable(spark, deletes_path):
-        parts.append(_remembered(spark, deletes_path, plan.name, columns, by_position).join(touched, "_k", "left_semi"))
+        parts.append(_remembered(spark, deletes_path, plan.name, columns, by_position, plan.column_history).join(touched, "_k", "left_semi"))
     atoms = reduce(lambda a, b: a.unionByName(b), parts)
     if prep.truncate is not None:  # remembered atoms older than the table's truncate are gone with it
         atoms = atoms.where(F.expr(f"{_order_of_change('_ord')} > {truncate_sql(prep.truncate)}"))
@@ -265,17 +269,21 @@ def _count(atoms: DataFrame) -> DataFrame:
     return atoms.withColumn("_count", F.when(below, F.when(latest == 1, 1).otherwise(0)).otherwise(greedy))
 
 
-def _remembered(spark: SparkSession, deletes_path: str, table: str, columns: dict[str, str], by_position: bool) -> DataFrame:
+def _remembered(spark: SparkSession, deletes_path: str, table: str, columns: dict[str, str], by_position: bool,
+                history: list = ()) -> DataFrame:
     """The remembered atoms of ``table`` (``_cdclake/deletes`` rows with a key) as atoms whose
     image is read from their key (``_img`` false: a row or a change of the batch gives the
-    same values first); keys are read back with the table's types now and written again, so
-    they match after a column widened or was added (see ``_drop_older_than_deletes``)."""
+    same values first); keys are read back with the table's types and names now and written
+    again, so they match after a column widened, was added, dropped or renamed (``history``:
+    the table's column DDL, :func:`cdclake.apply.delta_table.remembered_struct_sql`; see
+    ``_drop_older_than_deletes``)."""
     rem = read_deletes(spark, deletes_path, table, latest_version(spark, deletes_path))
-    schema = ", ".join(f"{q(n)} {t}" for n, t in columns.items())
     op = F.coalesce(F.col("op"), F.lit("d"))
     # (not a keyed table's remembered move, op m: a table of that name that had a key)
     rem = rem.where(F.col("key").isNotNull() & ~op.eqNullSafe(F.lit(MOVED)))
-    rem = rem.withColumn("_v", F.from_json(F.col("key"), schema))
+    rank = rank_sql("coalesce(op, 'd')", by_position)
+    point = f"struct({rank}, position)"
+    rem = rem.withColumn("_v", F.expr(remembered_struct_sql("key", columns, history, point)))
     return rem.select(
         *[F.col("_v").getField(n).alias(f"_c{i}") for i, n in enumerate(columns)],
         F.to_json(F.col("_v"), KEY_JSON).alias("_k"),

@@ -191,6 +191,9 @@ class TablePlan:
     earlier_renames: the new names of :attr:`renames` that an earlier batch's DDL renamed (read
         from the old name; the table has them already: :func:`follow_past_column_ddl`).
     rename_orders: new name -> ``order`` of the DDL statement that renamed the column.
+    column_history: ``(order, text, ddl)`` of every DDL statement that dropped or renamed a
+        column of the table, earlier batches' and the batch's, in position order (set by
+        :func:`follow_past_column_ddl`): what :func:`names_back` reads a remembered image with.
     """
 
     database: str | None
@@ -225,6 +228,7 @@ class TablePlan:
     lasts: dict[str, tuple] = field(default_factory=dict)
     earlier_renames: list[str] = field(default_factory=list)
     rename_orders: dict[str, list] = field(default_factory=dict)
+    column_history: list[tuple[list, str, str]] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -779,6 +783,9 @@ def follow_past_column_ddl(plan: BatchPlan, past: dict[str, list]) -> None:
 
     for p in plan.tables:
         known = past.get(p.name, [])
+        # (each statement once: a re-delivered one is in the batch twice, or known already)
+        each = {(tuple(order), text, ddl): (order, text, ddl) for order, text, ddl in [*known, *column_ddl(p)]}
+        p.column_history = sorted(each.values(), key=lambda d: order_key(d[0]))
         # the batch's own statements applied before (a re-delivered batch): followed to read its
         # events, never applied to the table again (the source may have added the name again)
         for d in (d for d in p.ddl if d in known):
@@ -790,6 +797,41 @@ def follow_past_column_ddl(plan: BatchPlan, past: dict[str, list]) -> None:
         ddl = [d for d in known if d not in p.ddl]
         if ddl and any(n in p.lasts for n in p.columns):
             _follow_drops_and_renames(p, p.lasts, sorted(ddl, key=lambda d: order_key(d[0])), earlier=True)
+
+
+def names_back(columns: list[str], history: list[tuple[list, str, str]]) -> dict[str, tuple[list | None, list[tuple[str, list]]]]:
+    """The names each of ``columns`` (the table's now) had before the column DDL of
+    ``history`` (``(order, text, ddl)``, :attr:`TablePlan.column_history`), as
+    ``{column: (since, [(old name, until), ...])}``, newest first: before the rename at
+    ``until`` the column was named ``old``. ``since``: the ``order`` before which no column of
+    this name was this one (a column of the name dropped, or renamed to another name, there:
+    this one was added later), None when it reaches back to the start.
+
+    A remembered image (``_cdclake/deletes``' JSON ``key``) is written with the names of its
+    batch; read back with the names now, a change older than a rename may name the column by
+    its old name (:func:`cdclake.apply.delta_table.remembered_struct_sql`). Pure Python.
+
+    >>> names_back(["kid", "a"], [([5], "5", "ALTER TABLE t RENAME COLUMN id TO kid")])
+    {'kid': (None, [('id', [5])]), 'a': (None, [])}
+
+    Each statement of ``history`` is read once (a statement twice would read as the column's
+    name renamed away).
+    """
+    from cdclake.apply.ddl import column_changes
+
+    steps = [(order, change) for order, _text, ddl in history for change in column_changes(ddl)]
+    out = {}
+    for c in columns:
+        name, since, hops = c, None, []
+        for order, change in reversed(steps):
+            if change[0] == "rename" and change[2] == name:
+                hops.append((change[1], list(order)))
+                name = change[1]
+            elif (change[0] == "rename" or change[0] == "drop") and change[1] == name:
+                since = list(order)
+                break
+        out[c] = (since, hops)
+    return out
 
 
 def _follow_drops_and_renames(p: TablePlan, lasts: dict[str, list], ddl: list | None = None, earlier: bool = False) -> None:

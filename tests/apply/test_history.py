@@ -13,7 +13,7 @@ import pytest
 from cdclake.errors import CdclakeError
 from cdclake.model import EVENT_SCHEMA
 from cdclake.pipeline import apply_events
-from tests.apply.test_semantics import ev, row
+from tests.apply.test_semantics import COLS, ev, row
 from tests.readers import assert_delta_rs_reads_like_spark, lake_rows
 
 
@@ -113,14 +113,35 @@ def test_history_tables(spark, tmp_path):
     # one row (keyless.py): each point ends the version before it
     d1 = [ev(op, p, row(9, "dup"), table="d", key=None) for op, p in (("r", 1), ("c", 2), ("c", 3))]
 
-    first = apply(spark, tmp_path, t1 + p1 + k1 + m1 + mv1 + n1 + o1 + s1 + r1 + c1 + d1)
+    # tables kr (its key column id renamed to kid at 5) and wr (no key; name renamed to label
+    # at 5): a delete at 3 arrives a batch before the older insert at 1 it ends, and the
+    # insert's batch holds the rename: the delete, remembered with the names of its batch, is
+    # read with the names now (delta_table.remembered_struct_sql) and ends the late version
+    def renamed(old, new):
+        return [dict(c, name=new) if c["name"] == old else c for c in COLS]
+
+    def rename(table, old, new):
+        return dict(ev(None, 5, kind="ddl", table=table, columns=None), ddl=f"ALTER TABLE db.{table} RENAME COLUMN {old} TO {new}")
+
+    kw1 = [ev("c", 2, row(2, "o"), table="kr"), ev("d", 3, before=row(1, "x"), table="kr"),
+           ev("c", 2, row(2, "o"), table="wr", key=None), ev("d", 3, before=row(1, "x"), table="wr", key=None)]
+    kw2 = [rename("kr", "id", "kid"), ev("c", 1, row(1, "x"), table="kr"),
+           rename("wr", "name", "label"), ev("c", 1, row(1, "x"), table="wr", key=None),
+           ev("c", 6, {"kid": "3", "name": "n"}, table="kr", key=("kid",), columns=renamed("id", "kid")),
+           ev("c", 6, {"id": "3", "label": "n"}, table="wr", key=None, columns=renamed("name", "label"))]
+
+    first = apply(spark, tmp_path, t1 + p1 + k1 + m1 + mv1 + n1 + o1 + s1 + r1 + c1 + d1 + kw1)
     assert history(spark, tmp_path, "db.c") == [
         (7, "same", None, "1", "3", "d", 1, 3, False),
         (7, "same", None, "2", "4", "d", 2, 4, False),
         (8, "other", None, "4", None, None, 4, None, True),
     ]
     assert (first["db.t"].inserted, first["db.t"].rows_now) == (3, 3)
-    apply(spark, tmp_path, t2 + p2 + t3 + m2 + mv2 + n2 + o2 + s2 + r2 + c2)
+    apply(spark, tmp_path, t2 + p2 + t3 + m2 + mv2 + n2 + o2 + s2 + r2 + c2 + kw2)
+    for name, a, b in (("db.kr", "kid", "name"), ("db.wr", "id", "label")):
+        got = sorted((r[a], r[b], r["_cdc_position_text"], r["_cdc_end"]["position_text"] if r["_cdc_end"] else None, r["_cdc_is_current"])
+                     for r in lake_rows(spark, f"{tmp_path}/{name}"))
+        assert got == [(1, "x", "1", "3", False), (2, "o", "2", None, True), (3, "n", "6", None, True)], name
     assert history(spark, tmp_path, "db.mv") == [
         (1, "a", "1.00", "1", "3", "u", 1, 3, False),
         (1, "a3", "1.00", "3", "4", "d", 3, 4, False),

@@ -314,3 +314,44 @@ def test_late_events_follow_every_later_rename_of_the_new_name():
         # rename, step 1, is before it); c's, at step 3, to b
         ("db.a", (40, 1)): ("b", [40, 3, 40, 1]), ("db.b", (40, 2)): ("a", [40, 2]), ("db.c", (40, 3)): ("b", [40, 3]),
     }
+
+
+def test_names_back_follow_renames_and_stop_where_the_name_was_another_column():
+    from cdclake.apply.plan import names_back
+
+    def ddl(pos, text):
+        return ([Decimal(pos)], str(pos), f"ALTER TABLE t {text}")
+
+    # a -> b at 5, b -> c at 7: c was b before 7 and a before 5 (each statement read once:
+    # a re-delivered one may come twice); x was dropped at 3 and added again later; y was
+    # renamed away at 4 (to z) and the name taken again later; q never changed
+    history = [ddl(3, "DROP COLUMN x"), ddl(4, "RENAME COLUMN y TO z"), ddl(5, "RENAME COLUMN a TO b"),
+               ddl(7, "RENAME COLUMN b TO c")]
+    assert names_back(["c", "x", "y", "z", "q"], history) == {
+        "c": (None, [("b", [7]), ("a", [5])]),
+        "x": ([3], []),
+        "y": ([4], []),
+        "z": (None, [("y", [4])]),
+        "q": (None, []),
+    }
+    # renamed back (a -> t -> a): the old name at each step, newest first
+    back = [ddl(5, "RENAME COLUMN a TO t"), ddl(6, "RENAME COLUMN t TO a")]
+    assert names_back(["a"], back) == {"a": (None, [("t", [6]), ("a", [5])])}
+    assert names_back(["a"], []) == {"a": (None, [])}
+
+
+def test_remembered_images_are_read_with_the_names_now(spark):
+    # one query: JSON written before a rename (old name), after it (new name), and a column
+    # whose name was dropped and added again (null for a change older than the drop)
+    from cdclake.apply.delta_table import remembered_struct_sql
+
+    history = [([Decimal(3)], "3", "ALTER TABLE t DROP COLUMN x"), ([Decimal(5)], "5", "ALTER TABLE t RENAME COLUMN a TO b")]
+    read = remembered_struct_sql("key", {"b": "int", "x": "string"}, history)
+    rows = spark.sql(
+        f"SELECT to_json({read}) AS k FROM (SELECT key, CAST(array(p) AS array<decimal(38,0)>) AS position FROM VALUES"
+        " ('{\"a\":1,\"x\":\"old\"}', 2), ('{\"b\":2,\"x\":\"new\"}', 6),"
+        " ('{\"b\":3}', 4), ('{\"a\":4,\"x\":\"late\"}', 6) AS v(key, p))"
+    ).collect()
+    # (the last: a change newer than the rename is read by the new name only)
+    assert [r.k for r in rows] == ['{"b":1}', '{"b":2,"x":"new"}', '{"b":3}', '{"x":"late"}']
+    assert remembered_struct_sql("key", {"b": "int"}, []) == "from_json(key, '`b` int')"
