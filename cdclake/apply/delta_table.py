@@ -926,27 +926,32 @@ def change_rows(
         change = order_sql("_rank", "position.order", "_sub", *(f"source_record.{f}" for f in RECORD_FIELDS))
         ev = ev.where(F.expr(f"{change} > {truncate_sql(truncate)}"))
 
+    def names_of(n: str) -> list[str]:
+        """Column ``n``'s names: its own, then (an event written before the batch's DDL renamed
+        it) each earlier one of its chain of renames."""
+        if n not in plan.renames:
+            return [n]
+        return [n, *plan.rename_from.get(n, [plan.renames[n]])]
+
     def value(img: str, n: str) -> str:
-        """SQL: column ``n``'s text in image ``img`` (under its old name in an event written
-        before the batch's DDL renamed it)."""
-        v = f"element_at({img}, {_lit(n)})"
-        return f"coalesce({v}, element_at({img}, {_lit(plan.renames[n])}))" if n in plan.renames else v
+        """SQL: column ``n``'s text in image ``img`` (under the name it had at the event)."""
+        each = [f"element_at({img}, {_lit(m)})" for m in names_of(n)]
+        return each[0] if len(each) == 1 else f"coalesce({', '.join(each)})"
 
     def typed(img: str, n: str):
         return F.expr(cast_sql(value(img, n), columns[n]))
 
     def carried_sql(n: str) -> str:
-        """SQL: the event carries column ``n`` (or its old name) in ``present``."""
-        c = f"array_contains(present, {_lit(n)})"
-        return f"({c} OR array_contains(present, {_lit(plan.renames[n])}))" if n in plan.renames else c
+        """SQL: the event carries column ``n`` (or an earlier name of it) in ``present``."""
+        each = [f"array_contains(present, {_lit(m)})" for m in names_of(n)]
+        return each[0] if len(each) == 1 else f"({' OR '.join(each)})"
 
     def carried(n: str):
         return F.expr(carried_sql(n))
 
     def has(n: str):
-        """The before image names column ``n`` (or its old name)."""
-        c = F.expr(f"map_contains_key(before, {_lit(n)})")
-        return c | F.expr(f"map_contains_key(before, {_lit(plan.renames[n])})") if n in plan.renames else c
+        """The before image names column ``n`` (or an earlier name of it)."""
+        return F.expr(" OR ".join(f"map_contains_key(before, {_lit(m)})" for m in names_of(n)))
 
     if plan.partial:
         # A partial update whose before image holds every column is a full one: its after image

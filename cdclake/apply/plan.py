@@ -170,6 +170,9 @@ class TablePlan:
     drops: columns the batch's DDL drops (and no later event of the batch declares), in order.
     renames: new name -> old name of the columns the batch's DDL renames (see
         :mod:`cdclake.apply.ddl`); ``columns`` already holds the new name in the old one's place.
+    rename_from: new name -> every earlier name of the column in the batch's chain of renames
+        (``a -> b``, then ``b -> c``: ``c: [b, a]``), newest first: an event names the column by
+        the one in force at its position (:func:`cdclake.apply.delta_table.change_rows`).
     ended: a line per ``DROP TABLE`` / ``TRUNCATE TABLE`` statement of the batch's DDL and per
         end of a full snapshot (:attr:`snapshot_end`), which the applier follows as a truncate
         at its position (``truncate`` holds the latest), for the schema history.
@@ -217,6 +220,7 @@ class TablePlan:
     ddl: list[tuple[list, str, str]] = field(default_factory=list)
     drops: list[str] = field(default_factory=list)
     renames: dict[str, str] = field(default_factory=dict)
+    rename_from: dict[str, list[str]] = field(default_factory=dict)
     unapplied: list[str] = field(default_factory=list)
     ended: list[str] = field(default_factory=list)
     ends: list[tuple[Order, str, int | None]] = field(default_factory=list)
@@ -861,6 +865,7 @@ def _follow_drops_and_renames(p: TablePlan, lasts: dict[str, list], ddl: list | 
                 p.columns.pop(old, None)
                 p.untyped = [n for n in p.untyped if n != old]
                 p.renames = {n: o for n, o in p.renames.items() if n != old}
+                p.rename_from.pop(old, None)
                 if old not in p.drops and not earlier:  # (an earlier batch dropped it: a column of
                     p.drops.append(old)  # that name in the table now was added again, and stays)
                 continue
@@ -878,6 +883,7 @@ def _follow_drops_and_renames(p: TablePlan, lasts: dict[str, list], ddl: list | 
                 p.columns = {(new if n == old else n): (wide if n == old else t) for n, t in p.columns.items() if n != new}
                 p.untyped = [n for n in p.untyped if n not in (old, new)] + ([new] if untyped else [])
             p.renames[new] = p.renames.pop(old, old)
+            p.rename_from[new] = [old, *(n for n in p.rename_from.pop(old, []) if n not in (old, new))]
             p.rename_orders[new] = list(order)
             p.key = [new if k == old else k for k in p.key]
             if earlier:

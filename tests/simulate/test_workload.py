@@ -363,13 +363,21 @@ def column_ddl_lake(spark, tmp_path_factory):
         keyed(hand_event("data", "c", 6, "k", cols("kid int", "a string"), after={"kid": "3", "a": "n"}), ["kid"]),
         keyed(hand_event("data", "c", 6, "w", cols("a2 string", "b string"), after={"a2": "n", "b": "q"}), None),
     ]
+    # ch (one batch only): a chain of renames, a -> b at 5, b -> c at 7; the update at 6 names
+    # the column b, the name between: it is read from there (its value is not lost)
+    chain = [
+        hand_event("data", "c", 1, "ch", cols("id int", "a string"), after={"id": "1", "a": "x"}),
+        hand_event("ddl", None, 5, "ch", cols("id int", "b string"), ddl="ALTER TABLE `db`.`ch` RENAME COLUMN `a` TO `b`"),
+        hand_event("data", "u", 6, "ch", cols("id int", "b string"), before={"id": "1", "b": "x"}, after={"id": "1", "b": "y"}),
+        hand_event("ddl", None, 7, "ch", cols("id int", "c string"), ddl="ALTER TABLE `db`.`ch` RENAME COLUMN `b` TO `c`"),
+    ]
     events += early[:4]
     partial += early[4:]
     before, ddl, after = ([events[0], events[3], *partial[:2], *early[:4], *again[:2]],
                           [events[1], events[4], partial[2], early[4], *again[2:], *remembered[4:8]],
                           [events[2], events[5], *unapplied, *partial[3:5], *remembered[8:]])
     # (k and w are not in ``before``: its re-delivery would delete again)
-    apply_batches(spark, tmp_path, _on_tables(events + unapplied + partial, "1") + _on_tables(before + remembered[:4], "3") + trunc[0],
+    apply_batches(spark, tmp_path, _on_tables(events + unapplied + partial + chain, "1") + _on_tables(before + remembered[:4], "3") + trunc[0],
                   _on_tables(ddl, "3") + trunc[1], _on_tables(after, "3"))
     return tmp_path, before
 
@@ -423,3 +431,8 @@ def test_a_remembered_delete_meets_its_late_insert_after_a_column_rename(spark, 
         {"kid": "int", "a": "string"}, [{"kid": 2, "a": "o"}, {"kid": 3, "a": "n"}])
     assert by(read_lake_table(spark, f"{tmp_path}/db.w3"), "a2") == (
         {"a2": "string", "b": "string"}, [{"a2": "n", "b": "q"}, {"a2": "o", "b": "p"}])
+
+
+def test_a_chain_of_column_renames_reads_the_name_between(spark, column_ddl_lake):
+    tmp_path, _ = column_ddl_lake
+    assert read_lake_table(spark, f"{tmp_path}/db.ch1") == ({"id": "int", "c": "string"}, [{"id": 1, "c": "y"}])
