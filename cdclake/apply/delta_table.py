@@ -596,13 +596,15 @@ def write_table(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_
         if not out.touched:  # remember the truncate: a late change older than it ends there
             out.deletes = history_deletes(spark, events, plan)
             return out
-        if plan.has_changes or truncates(plan):  # (not a DDL-only batch)
+        # (not a DDL-only batch, unless it drops or renames a column of a table without a key,
+        # whose images are counted again: cdclake.apply.keyless)
+        if plan.has_changes or truncates(plan) or (not plan.key and prep.exists and plan.drops_or_renames_columns):
             write_history(spark, events, prep, deletes_path)
         _count_rows(spark, prep)
         return out
     if not out.touched:
         return out
-    if not plan.key and plan.has_changes:  # a table without a key: a multiset of rows
+    if not plan.key and (plan.has_changes or prep.exists and plan.drops_or_renames_columns):  # a multiset of rows
         from cdclake.apply.keyless import write_keyless
 
         write_keyless(spark, events, prep, deletes_path)

@@ -196,13 +196,16 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
     followed, hops = _moves_of_touched(spark, batch, prep, deletes_path) if prep.exists else ([], 0)
     reach = sorted({m["to"] for m in followed})
 
+    # a table without a key whose column the batch drops or renames: every image again
+    # (cdclake.apply.keyless: events written after the DDL were matched with their batch's columns)
+    recount = not plan.key and plan.drops_or_renames_columns
     touched = batch.select(*keys).distinct()
     if reach:  # the new keys of the remembered moves: their versions from the move on are recomputed
         touched = touched.unionByName(_keys_of(spark, reach, plan, columns)).distinct()
     stored = None
     if prep.exists:
         tbl = spark.read.format("delta").load(path)
-        if truncs is None:  # only the keys the batch touches, and only their versions that may change
+        if truncs is None and not recount:  # only the keys the batch touches, and only their versions that may change
             rng = key_range_sql(plan, columns, reach=reach)
             if rng is not None:  # (a range Delta skips files by; the semi-join cannot)
                 tbl = tbl.where(rng)
@@ -223,7 +226,7 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
         # truncate that ended it (a second scan of the table cost a file-listing job)
         both = F.array(F.struct(*versions), F.when(F.col("_cdc_end.op").isin("d", "t"), F.struct(*ended)))
         stored = _typed(tbl.select(F.explode(both).alias("_pt")).where(F.col("_pt").isNotNull()).select("_pt.*"), columns, alias)
-        if truncs is not None:  # every key of the table meets the batch's truncates
+        if truncs is not None or recount:  # every key of the table meets the batch's truncates
             touched = touched.unionByName(stored.select(*keys)).distinct()
 
     if followed:
@@ -238,7 +241,7 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
             filled = filled.drop(*[c for c in filled.columns if c.startswith("_o_c")])  # (a history keeps no per-column positions)
         batch = filled.drop("_from")
     parts = [batch] + ([stored] if stored is not None else [])
-    remembered = _remembered(spark, prep, deletes_path)
+    remembered = _remembered(spark, prep, deletes_path, every=recount)
     if remembered is not None:
         rem_deletes, rem_truncs = remembered
         # (a key column or, without a key, any column renamed after the delete: its old name)
@@ -367,20 +370,22 @@ def _with_moves_again(spark: SparkSession, batch: DataFrame, stored: DataFrame, 
     return batch.unionByName(again)
 
 
-def _remembered(spark: SparkSession, prep: Prepared, deletes_path: str) -> tuple[DataFrame, DataFrame] | None:
+def _remembered(spark: SparkSession, prep: Prepared, deletes_path: str, every: bool = False) -> tuple[DataFrame, DataFrame] | None:
     """The remembered deletes (key not null) and truncates (key null, as ``_ord``,
     ``_pos_text``, ``_etime``) of the table that may matter to the batch: read only when the
-    batch holds a change not newer than the table's latest delete or truncate."""
+    batch holds a change not newer than the table's latest delete or truncate. ``every``: all
+    of them (every image of a table without a key is counted again)."""
     plan, state = prep.plan, prep.state
-    need_deletes = _needs_delete_check(plan, state)
-    need_truncs = _may_be_older(plan, state.truncate_position)
+    need_deletes = every or _needs_delete_check(plan, state)
+    need_truncs = every or _may_be_older(plan, state.truncate_position)
     if not (need_deletes or need_truncs) or not DeltaTable.isDeltaTable(spark, deletes_path):
         return None
     rem = read_deletes(spark, deletes_path, plan.name)
     # (op not d: a copy taken from an SCD type 1 table without a key, cdclake.apply.keyless)
     rem = rem.where(F.col("op").isNull() | (F.col("op") == "d"))
-    rank, order = plan.min_data
-    rem = rem.where(F.expr(f"struct(1, position) >= struct({rank}, {_order_sql(order)})"))
+    if not every:
+        rank, order = plan.min_data
+        rem = rem.where(F.expr(f"struct(1, position) >= struct({rank}, {_order_sql(order)})"))
     deletes = rem.where(F.col("key").isNotNull() & F.lit(need_deletes))
     truncs = rem.where(F.col("key").isNull() & F.lit(need_truncs)).select(
         F.expr(_ord_sql("1", "position", "coalesce(sub, 1)", "record")).alias("_ord"),

@@ -53,7 +53,12 @@ gives (:func:`cdclake.apply.history._copy_ends`). A remembered atom is JSON with
 names of its batch; it is read back with the names now
 (:func:`cdclake.apply.delta_table.remembered_struct_sql`: a column renamed after the atom's
 change by its old name), so a -1 remembered before a column rename still takes the copy of an
-older +1 that arrives after it. Limits: identical rows that an older version collapsed into
+older +1 that arrives after it. Events written after a column drop or rename that arrive in
+a batch before it are matched with the columns of their batch (a before image without the
+dropped column, or with the new name where the rows still have the old one, matches no row);
+so a batch that drops or renames a column of the table counts every image of it again, from
+all its rows and remembered atoms with the columns now (one scan of each, as if it touched
+every image). Limits: identical rows that an older version collapsed into
 one row stay one; a rename that was not applied (its new name existed and the two were not
 merged: "not applied" in the schema history) is still followed when an image is read back.
 """
@@ -118,7 +123,13 @@ def write_keyless(spark: SparkSession, events: DataFrame, prep: Prepared, delete
         "_pos_text", "_etime", *_flags(False, False, True),
     ).persist(StorageLevel.MEMORY_AND_DISK)
     out.cached.append(batch)
+    # (a batch that drops or renames a column counts every image again: see the module docstring)
+    recount = plan.drops_or_renames_columns
     touched = batch.select("_k").distinct()
+
+    def of_touched(df: DataFrame) -> DataFrame:
+        return df if recount else df.join(touched, "_k", "left_semi")
+
     parts = [batch]
     if prep.exists:
         table = spark.read.format("delta").option("versionAsOf", latest_version(spark, path)).load(path)
@@ -132,10 +143,10 @@ def write_keyless(spark: SparkSession, events: DataFrame, prep: Prepared, delete
             F.col("_cdc_event_time_ms").alias("_etime"),
             *_flags(True, False, True),
         )
-        parts.append(live.join(touched, "_k", "left_semi"))
+        parts.append(of_touched(live))
     # remembered atoms exist only for a table that had a delete (or an update) before
     if prep.state.delete_position is not None and DeltaTable.isDeltaTable(spark, deletes_path):
-        parts.append(_remembered(spark, deletes_path, plan.name, columns, by_position, plan.column_history).join(touched, "_k", "left_semi"))
+        parts.append(of_touched(_remembered(spark, deletes_path, plan.name, columns, by_position, plan.column_history)))
     atoms = reduce(lambda a, b: a.unionByName(b), parts)
     if prep.truncate is not None:  # remembered atoms older than the table's truncate are gone with it
         atoms = atoms.where(F.expr(f"{_order_of_change('_ord')} > {truncate_sql(prep.truncate)}"))

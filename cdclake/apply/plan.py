@@ -239,6 +239,14 @@ class TablePlan:
         return qualified_name(self.database, self.schema, self.table)
 
     @property
+    def drops_or_renames_columns(self) -> bool:
+        """The batch's DDL drops or renames a column of the table (not one an earlier batch
+        applied): a table without a key then counts its images again, all of them
+        (:mod:`cdclake.apply.keyless`), since events written after the DDL may have been
+        matched before it with the columns of their batch."""
+        return bool(self.drops) or any(n not in self.earlier_renames for n in self.renames)
+
+    @property
     def snapshot_by_position(self) -> bool:
         """Every data event of the table in the batch comes from a format whose snapshot rows
         order with streamed changes by position (``Capabilities.snapshot_positions``,

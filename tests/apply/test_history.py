@@ -120,15 +120,21 @@ def test_history_tables(spark, tmp_path):
     def renamed(old, new):
         return [dict(c, name=new) if c["name"] == old else c for c in COLS]
 
-    def rename(table, old, new):
-        return dict(ev(None, 5, kind="ddl", table=table, columns=None), ddl=f"ALTER TABLE db.{table} RENAME COLUMN {old} TO {new}")
+    def rename(table, old, new, key=("id",)):
+        return dict(ev(None, 5, kind="ddl", table=table, columns=None, key=key), ddl=f"ALTER TABLE db.{table} RENAME COLUMN {old} TO {new}")
 
     kw1 = [ev("c", 2, row(2, "o"), table="kr"), ev("d", 3, before=row(1, "x"), table="kr"),
            ev("c", 2, row(2, "o"), table="wr", key=None), ev("d", 3, before=row(1, "x"), table="wr", key=None)]
     kw2 = [rename("kr", "id", "kid"), ev("c", 1, row(1, "x"), table="kr"),
-           rename("wr", "name", "label"), ev("c", 1, row(1, "x"), table="wr", key=None),
+           rename("wr", "name", "label", key=None), ev("c", 1, row(1, "x"), table="wr", key=None),
            ev("c", 6, {"kid": "3", "name": "n"}, table="kr", key=("kid",), columns=renamed("id", "kid")),
            ev("c", 6, {"id": "3", "label": "n"}, table="wr", key=None, columns=renamed("name", "label"))]
+    # table vd (no key): the update at 10 was written after DROP COLUMN amount at 5 (its before
+    # image has no amount) and arrives a batch before it: the drop's batch counts every image
+    # of the table again with the columns now, so the update ends the insert's version
+    kw1 += [ev("c", 1, row(1, "x", "1.00"), table="vd", key=None),
+            ev("u", 10, {"id": "1", "name": "z"}, {"id": "1", "name": "x"}, table="vd", key=None, columns=COLS[:2])]
+    kw2 += [dict(ev(None, 5, kind="ddl", table="vd", columns=None, key=None), ddl="ALTER TABLE db.vd DROP COLUMN amount")]
 
     first = apply(spark, tmp_path, t1 + p1 + k1 + m1 + mv1 + n1 + o1 + s1 + r1 + c1 + d1 + kw1)
     assert history(spark, tmp_path, "db.c") == [
@@ -142,6 +148,10 @@ def test_history_tables(spark, tmp_path):
         got = sorted((r[a], r[b], r["_cdc_position_text"], r["_cdc_end"]["position_text"] if r["_cdc_end"] else None, r["_cdc_is_current"])
                      for r in lake_rows(spark, f"{tmp_path}/{name}"))
         assert got == [(1, "x", "1", "3", False), (2, "o", "2", None, True), (3, "n", "6", None, True)], name
+    got = sorted((r["id"], r["name"], r["_cdc_position_text"], r["_cdc_end"]["position_text"] if r["_cdc_end"] else None, r["_cdc_is_current"])
+                 for r in lake_rows(spark, f"{tmp_path}/db.vd"))
+    assert got == [(1, "x", "1", "10", False), (1, "z", "10", None, True)]
+    assert "amount" not in lake_rows(spark, f"{tmp_path}/db.vd")[0]
     assert history(spark, tmp_path, "db.mv") == [
         (1, "a", "1.00", "1", "3", "u", 1, 3, False),
         (1, "a3", "1.00", "3", "4", "d", 3, 4, False),

@@ -371,13 +371,21 @@ def column_ddl_lake(spark, tmp_path_factory):
         hand_event("data", "u", 6, "ch", cols("id int", "b string"), before={"id": "1", "b": "x"}, after={"id": "1", "b": "y"}),
         hand_event("ddl", None, 7, "ch", cols("id int", "c string"), ddl="ALTER TABLE `db`.`ch` RENAME COLUMN `b` TO `c`"),
     ]
+    # v (no key): the update at 10 was written after the DROP COLUMN b at 5 (its before image
+    # has no b) and arrives a batch before it: when the drop arrives, every image of the table
+    # is counted again with the columns now, so it takes the insert's copy
+    dropped_late = [
+        keyed(hand_event("data", "c", 1, "v", cols("a string", "b string"), after={"a": "x", "b": "y"}), None),
+        keyed(hand_event("data", "u", 10, "v", cols("a string"), before={"a": "x"}, after={"a": "z"}), None),
+        keyed(hand_event("ddl", None, 5, "v", cols("a string"), ddl="ALTER TABLE `db`.`v` DROP COLUMN `b`"), None),
+    ]
     events += early[:4]
     partial += early[4:]
     before, ddl, after = ([events[0], events[3], *partial[:2], *early[:4], *again[:2]],
-                          [events[1], events[4], partial[2], early[4], *again[2:], *remembered[4:8]],
+                          [events[1], events[4], partial[2], early[4], *again[2:], *remembered[4:8], dropped_late[2]],
                           [events[2], events[5], *unapplied, *partial[3:5], *remembered[8:]])
     # (k and w are not in ``before``: its re-delivery would delete again)
-    apply_batches(spark, tmp_path, _on_tables(events + unapplied + partial + chain, "1") + _on_tables(before + remembered[:4], "3") + trunc[0],
+    apply_batches(spark, tmp_path, _on_tables(events + unapplied + partial + chain, "1") + _on_tables(before + remembered[:4] + dropped_late[:2], "3") + trunc[0],
                   _on_tables(ddl, "3") + trunc[1], _on_tables(after, "3"))
     return tmp_path, before
 
@@ -431,6 +439,13 @@ def test_a_remembered_delete_meets_its_late_insert_after_a_column_rename(spark, 
         {"kid": "int", "a": "string"}, [{"kid": 2, "a": "o"}, {"kid": 3, "a": "n"}])
     assert by(read_lake_table(spark, f"{tmp_path}/db.w3"), "a2") == (
         {"a2": "string", "b": "string"}, [{"a2": "n", "b": "q"}, {"a2": "o", "b": "p"}])
+
+
+def test_a_column_drop_counts_a_keyless_table_again(spark, column_ddl_lake):
+    # table v3: the update written after the drop, delivered a batch before it, matched no
+    # row then (its before image has no b); the drop's batch counts every image again
+    tmp_path, _ = column_ddl_lake
+    assert read_lake_table(spark, f"{tmp_path}/db.v3") == ({"a": "string"}, [{"a": "z"}])
 
 
 def test_a_chain_of_column_renames_reads_the_name_between(spark, column_ddl_lake):
