@@ -454,8 +454,10 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
     table at its own position (its history gets the version it would have had, ended by the
     rename), and each later name of the chain but the last at its prefix, as the last one
     gets it, with the rename's position text and event time (kept in ``renamed`` since session
-    31; else its own); a snapshot read ranked below the stream goes to a history table as the
-    move made it (op ``c``, the prefix followed by -1). Those tables' histories keep, per key, only
+    31; else its own). A snapshot read ranked below the stream (Canal/DTS ``INIT``, Qlik
+    ``REFRESH``) goes to the new names as the move made it (op ``c``, the prefix followed by -1:
+    below the old table's moved rows and carried deletes, above the new table's truncate at
+    the point; as op ``r`` it would rank below that truncate and be lost). Those tables' histories keep, per key, only
     the newest change moved in at each rename (:func:`cdclake.apply.history._versions`).
     Without history tables on the way: one projection; with them, one ``explode`` of the
     event's destinations."""
@@ -498,9 +500,13 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
         def case(value_of, otherwise):
             return "CASE " + " ".join(f"WHEN {c} THEN {value_of(*dests[-1][:2])}" for c, dests in conds) + f" ELSE {otherwise} END"
 
+        # (a snapshot read ranked below the stream goes as the move made it: op c at the prefix
+        # followed by -1; as op r it would rank below the new table's truncate at the point)
+        moved_order = f"CASE WHEN {rank0} THEN array(cast(-1 as decimal(38,0))) ELSE position.order END"
         out = named.withColumns({
-            "position": F.expr(case(lambda to, pre: f"named_struct('order', concat({_order_sql(pre)}, position.order), 'text', position.text)",
+            "position": F.expr(case(lambda to, pre: f"named_struct('order', concat({_order_sql(pre)}, {moved_order}), 'text', position.text)",
                                     "position")),
+            "op": F.expr(case(lambda to, pre: f"CASE WHEN {rank0} THEN 'c' ELSE op END", "op")),
             "database": F.expr(case(lambda to, pre: _str(to[0]), "database")),
             "schema": F.expr(case(lambda to, pre: _str(to[1]), "schema")),
             "table": F.expr(case(lambda to, pre: _str(to[2]), "`table`")),
@@ -520,7 +526,7 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
                      + f" ELSE array({keep}) END")
         d = "_cdclake_relabel_dest"
         spread = named.withColumn(d, F.explode(F.expr(dests_sql)))
-        as_moved = f"({d}.hist AND {rank0})"  # a snapshot read ranked below the stream, as the move made it
+        as_moved = rank0  # a snapshot read ranked below the stream, as the move made it
         # (a history table takes the rename's position text and event time, as its moved
         # versions have them; a table of current rows the event's own, as before)
         out = spread.withColumns({
