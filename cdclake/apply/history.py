@@ -89,11 +89,11 @@ from cdclake.apply.delta_table import (
     key_as_written_now,
     key_range_sql,
     key_schema_sql,
-    remembered_struct_sql,
     merge_condition_sql,
     q,
     rank_sql,
     read_deletes,
+    remembered_struct_sql,
     table_properties,
 )
 
