@@ -56,8 +56,9 @@ reads ``a`` as it was at P (a new row of a key ``a`` held, a truncate or drop of
 ``a``, do not touch the rows that move). Such events that arrive in a batch before the
 rename's are applied to ``a`` as it is then (nothing says yet that the name changed tables):
 one of a key ``a`` held replaces the old row, a truncate or drop removes the old rows, before
-the rename moves them (a limit: the rows are gone from a table of current rows; the new
-table's schema history line says so, :func:`written_before_rename`). A change of
+the rename moves them; so when the rename arrives (:func:`written_before_rename`), ``a``'s
+changes are read again from the changelog and applied as a re-delivery (:func:`_apply_again`),
+which takes those older than P to ``b``. A change of
 ``b`` at exactly P (a format whose
 positions are coarse: Canal's ``es`` and batch ``id``) is older than the rename's point
 whatever its record, so the move replaces it; renames of one position are numbered in one
@@ -87,7 +88,7 @@ from cdclake.apply.delta_table import (
     order_sql,
     rank_sql,
 )
-from cdclake.apply.plan import QUALIFIED_NAME_SQL, RECORD_FIELDS, BatchPlan, TableRename, TablePlan, order_key, plan_batch, truncate_key
+from cdclake.apply.plan import QUALIFIED_NAME_SQL, RECORD_FIELDS, BatchPlan, TableRename, TablePlan, order_key, plan_batch
 from cdclake.model import EVENT_SCHEMA, Kind, Op
 from cdclake.values import TS_FORMAT
 
@@ -214,13 +215,19 @@ def _with_lines(plan: BatchPlan, lines: dict[str, str], wave: list[TableRename],
 
 
 def step_done(r: TableRename, states: dict) -> bool:
-    """The step was applied before (a re-delivered or replayed batch): its old table's latest
-    truncate (the progress table) is at or after the step's point. The old table is ended only
-    after the new one committed the move, so the move is done too (a later drop of the old
-    table also removed the rows the step would move)."""
+    """The step was applied before (a re-delivered or replayed batch): its old table's
+    progress keeps the step's point in ``renamed``, or its latest truncate is at the point (a
+    rename applied before ``renamed`` was kept). The old table is ended only after the new one
+    committed the move, in the commit that records both, so the move is done too. A truncate
+    after the point does not say so: a table created again under the old name, truncated or
+    dropped, whose changes arrived before the rename (the step is applied, and
+    :func:`_apply_again` gives the new name the rows)."""
     st = states.get(r.old_name)
-    return (st is not None and st.truncate_position is not None
-            and truncate_key(st.truncate_position, st.truncate_record) >= truncate_key(rename_point(r), r.record))
+    if st is None:
+        return False
+    point = order_key(rename_point(r))
+    return (any(order_key(step[0]) == point for step in st.renamed)
+            or st.truncate_position is not None and order_key(st.truncate_position) == point)
 
 
 def waves(renames: list[TableRename]) -> list[list[TableRename]]:
@@ -264,7 +271,9 @@ def apply_renames(
     apply's tables.
 
     Cost: two applies (each a planning aggregate, a MERGE or write per table, the deletes and
-    progress commits) per group; none for a batch whose renames were all applied before.
+    progress commits) per group; none for a batch whose renames were all applied before; one
+    changelog scan and one apply more when an earlier batch wrote an old name after its
+    rename (:func:`_apply_again`).
 
     Raises what :func:`cdclake.apply.batch.apply_batch` raises."""
     from cdclake.apply.batch import TableFailed, apply_batch, guarded, table_path
@@ -274,6 +283,7 @@ def apply_renames(
     keys = {p.name: p.key for p in plan.tables if p.key}
     out: list[ApplyResult] = []
     index = {id(r): i for i, r in enumerate(plan.renames, start=1)}
+    again: list[tuple[TableRename, int]] = []  # steps whose old name was written after them before they arrived
     for wave in waves(todo):
         # the wave's identity names its steps (their places in the batch's renames): a replay
         # that groups the steps left otherwise gets other identities, never a finished wave's
@@ -310,7 +320,9 @@ def apply_renames(
             early = written_before_rename(earlier if earlier is not None else progress.rows, r)
             if early is not None:
                 lines_to[new] += (f"; {old} was written at position {early} (after the rename) by an earlier batch, a table"
-                                  " created again under that name: old rows it replaced or removed before the rename arrived did not move")
+                                  " created again under that name: its changes before the rename were read again from the"
+                                  " changelog and applied here")
+                again.append((r, index[id(r)]))
         if not moves:
             continue
         for r, i in carried:
@@ -331,7 +343,50 @@ def apply_renames(
         ended = reduce(DataFrame.unionByName, ends)
         from_plan = _with_lines(plan_batch(ended, primary_keys), lines_from, wave, renamed=renamed)
         out += apply_batch(spark, ended, target, primary_keys, _txn(txn, n, "from"), plan=from_plan, fmt=fmt, changelog=False)
+    done = audit.read_progress(spark, target).table_states() if again else {}
+    again = [(r, i) for r, i in again if step_done(r, done)]
+    if again:
+        out += _apply_again(spark, target, again, txn, primary_keys, fmt)
     return out
+
+
+def _apply_again(spark: SparkSession, target: str, steps: list[tuple[TableRename, int]], txn: audit.Txn | None,
+                 primary_keys: dict[str, list[str]] | None, fmt: str) -> list[ApplyResult]:
+    """The old tables' changes (``steps``: the steps, applied now, and their places in the
+    batch's renames), read again from ``_cdclake/changelog`` and applied as a re-delivery:
+    :func:`relabel_late` takes those older than the rename to the new names, the others stay.
+    For a rename that arrives after an earlier batch applied changes of a table created again
+    under the old name: those replaced or removed old rows before the move could read them (a
+    key the new table wrote again, a truncate or drop of it), and a change delivered again
+    changes nothing where it landed already, so the new name gets every row the old table held
+    at the rename; the old name's later changes, counted again after the rename ended its old
+    rows, no longer take an old table's copy (a table without a key).
+
+    The events of transactions still held (``_cdclake/held``) stay out (the batch that
+    completes them applies them). Cost: one scan of the changelog (filtered by table) and one
+    more apply, only in such a batch. Returns the apply's results."""
+    from cdclake.apply.batch import _apply
+    from cdclake.apply.plan import tx_key_sql
+    from cdclake.apply.transactions import read_held
+
+    path = f"{target}/{audit.CHANGELOG}"
+    if not DeltaTable.isDeltaTable(spark, path):
+        return []
+    names = ", ".join(sorted({_str(r.old_name) for r, _i in steps}))
+    events = (spark.read.format("delta").load(path).where(f"kind = 'data' AND {QUALIFIED_NAME_SQL} IN ({names})")
+              .select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in EVENT_SCHEMA.fields]))
+    progress = audit.read_progress(spark, target)
+    if progress.held_version() is not None:  # an open transaction's changes wait for the rest of it
+        held = read_held(spark, target, progress.held_version()).select(F.expr(tx_key_sql(every_kind=True)).alias("_held_tx"))
+        events = events.join(held.where("_held_tx IS NOT NULL").distinct(), F.expr(tx_key_sql(every_kind=True)) == F.col("_held_tx"),
+                             "left_anti")
+    events = events.persist()
+    try:
+        name = "-".join(str(i) for _r, i in steps)
+        return _apply(spark, events, events, target, primary_keys, _txn(txn, name, "again"), None, plan_batch(events, primary_keys),
+                      fmt, None, None, None, progress, changelog=False, relabel=True)
+    finally:
+        events.unpersist()
 
 
 def written_before_rename(progress_rows: list[dict], r: TableRename) -> str | None:

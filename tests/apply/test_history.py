@@ -136,14 +136,25 @@ def test_history_tables(spark, tmp_path):
             ev("u", 10, {"id": "1", "name": "z"}, {"id": "1", "name": "x"}, table="vd", key=None, columns=COLS[:2])]
     kw2 += [dict(ev(None, 5, kind="ddl", table="vd", columns=None, key=None), ddl="ALTER TABLE db.vd DROP COLUMN amount")]
 
-    first = apply(spark, tmp_path, t1 + p1 + k1 + m1 + mv1 + n1 + o1 + s1 + r1 + c1 + d1 + kw1)
+    # tables e and g (no key), renamed to en and gn at 10 by a statement that arrives a batch
+    # after changes of tables created again under their names: e's insert of key 1 at 12 and
+    # truncate at 13 (a truncate after the point once made the rename look applied, and it was
+    # skipped), g's insert at 12 and delete at 13 of an image the old g held twice (the delete
+    # took an old copy). The renamed tables get every version the old ones held at 10, and the
+    # new tables' versions stay (renames.step_done, renames._apply_again)
+    eg1 = [ev("c", 1, row(1, "a"), table="e"), ev("c", 2, row(2, "b"), table="e"), ev("c", 12, row(1, "new"), table="e"),
+           ev("t", 13, table="e"), ev("c", 14, row(3, "c"), table="e"),
+           *(ev(op, p, **{"after" if op == "c" else "before": same}, table="g", key=None) for op, p in (("c", 1), ("c", 2), ("c", 12), ("d", 13)))]
+    eg2 = [dict(ev(None, 10, kind="ddl", table="e"), ddl="RENAME TABLE db.e TO db.en, db.g TO db.gn")]
+
+    first = apply(spark, tmp_path, t1 + p1 + k1 + m1 + mv1 + n1 + o1 + s1 + r1 + c1 + d1 + kw1 + eg1)
     assert history(spark, tmp_path, "db.c") == [
         (7, "same", None, "1", "3", "d", 1, 3, False),
         (7, "same", None, "2", "4", "d", 2, 4, False),
         (8, "other", None, "4", None, None, 4, None, True),
     ]
     assert (first["db.t"].inserted, first["db.t"].rows_now) == (3, 3)
-    apply(spark, tmp_path, t2 + p2 + t3 + m2 + mv2 + n2 + o2 + s2 + r2 + c2 + kw2)
+    apply(spark, tmp_path, t2 + p2 + t3 + m2 + mv2 + n2 + o2 + s2 + r2 + c2 + kw2 + eg2)
     for name, a, b in (("db.kr", "kid", "name"), ("db.wr", "id", "label")):
         got = sorted((r[a], r[b], r["_cdc_position_text"], r["_cdc_end"]["position_text"] if r["_cdc_end"] else None, r["_cdc_is_current"])
                      for r in lake_rows(spark, f"{tmp_path}/{name}"))
@@ -243,6 +254,20 @@ def test_history_tables(spark, tmp_path):
         (2, "b8", None, "10", "11", "u", 10, 11, False),
         (5, "late", None, "10", None, None, 10, None, True),
     ]
+    assert history(spark, tmp_path, "db.e") == [
+        (1, "a", None, "1", "10", "t", 1, 10, False),
+        (1, "new", None, "12", "13", "t", 12, 13, False),
+        (2, "b", None, "2", "10", "t", 2, 10, False),
+        (3, "c", None, "14", None, None, 14, None, True),
+    ]
+    assert history(spark, tmp_path, "db.en") == [(1, "a", None, "10", None, None, 10, None, True),
+                                                 (2, "b", None, "10", None, None, 10, None, True)]
+    assert history(spark, tmp_path, "db.g") == [
+        (7, "same", None, "1", "10", "t", 1, 10, False),
+        (7, "same", None, "12", "13", "d", 12, 13, False),
+        (7, "same", None, "2", "10", "t", 2, 10, False),
+    ]
+    assert history(spark, tmp_path, "db.gn") == [(7, "same", None, "10", None, None, 10, None, True)] * 2
     assert assert_delta_rs_reads_like_spark(spark, tmp_path / "db.t") == 8
 
     # a history table applied as SCD type 1: refused with one line, nothing written

@@ -354,8 +354,10 @@ def _table_rename_moves_the_rows():
     # after the rename in the same batch (then gets one copy of its own). Tables a, b, c: a swap
     # in one statement (a -> c, b -> a, c -> b), done in order. Table e: created again under its
     # name after its rename to en, and that table's insert of key 1 arrived a batch before the
-    # rename: it replaced the old (1, "a") there, which then cannot move (a limit, README; the
-    # schema history of en says so).
+    # rename: it replaced the old (1, "a") there, so the move cannot read that row; the old
+    # table's changes before the rename are read again from the changelog and applied to en as
+    # late events (renames._apply_again), so en gets (1, "a") all the same (the schema history
+    # of en says so).
     def ddl(pos, text, table="t"):
         return dict(ev(None, pos, kind="ddl", table=table), ddl=text)
 
@@ -377,12 +379,34 @@ def _table_rename_moves_the_rows():
          {"t": [(1, "a", None), (2, "b", None), (3, "c", None)], "k": [(7, "same", None)] * 2, "e": [(1, "new", None), (2, "b", None)]}),
         (second, {"t": [(2, "new2", None), (9, "new", None)], "n": [(1, "a6", None), (2, "b2", None)], "k": [(7, "same", None)],
                   "kn": [(7, "same", None)] * 2, "a": [(2, "b", None)], "b": [(1, "a", None)], "c": [],
-                  "e": [(1, "new", None)], "en": [(2, "b", None)]}),
+                  "e": [(1, "new", None)], "en": [(1, "a", None), (2, "b", None)]}),
         ([*second, ev("c", 9, row(4, "d"), table="n")],
          {"t": [(2, "new2", None), (9, "new", None)], "n": [(1, "a6", None), (2, "b2", None), (4, "d", None)],
           "k": [(7, "same", None)], "kn": [(7, "same", None)] * 2,
           "a": [(2, "b", None)], "b": [(1, "a", None)], "c": []}),
     ]
+
+
+def _table_created_again_before_its_rename_arrives():
+    # RENAME TABLE t TO n at 5, and a table created again under the name t whose changes
+    # arrive a batch before the rename: its truncate at 7 removed the old rows (1, 2) before the
+    # move could read them. Table g (no key): the new table's insert at 6 and delete at 8 of an
+    # image the old one held twice. When the rename arrives, the old tables' changes before it
+    # are read again from the changelog and applied as late events (renames._apply_again): n
+    # and gn get every row t and g held at 5, and t and g keep only the new tables' rows. The
+    # last batch delivers everything again.
+    def ddl(pos, text, table="t"):
+        return dict(ev(None, pos, kind="ddl", table=table), ddl=text)
+
+    def nokey(op, pos, **kw):
+        return ev(op, pos, table="g", key=None, **kw)
+
+    first = [ev("c", 1, row(1, "a")), ev("c", 2, row(2, "b")), ev("t", 7), ev("c", 8, row(3, "c")),
+             nokey("c", 1, after=row(7, "same")), nokey("c", 2, after=row(7, "same")), nokey("c", 6, after=row(7, "same")),
+             nokey("d", 8, before=row(7, "same"))]
+    second = [ddl(5, "RENAME TABLE recreate TO recreate_n, recreate_g TO recreate_gn")]
+    done = {"t": [(3, "c", None)], "n": [(1, "a", None), (2, "b", None)], "g": [], "gn": [(7, "same", None)] * 2}
+    return [(first, {"t": [(3, "c", None)], "g": [(7, "same", None)] * 2}), (second, done), (first + second, done)]
 
 
 def _late_events_of_a_renamed_table_follow_it():
@@ -671,6 +695,7 @@ SCENARIOS = {
     "partmove": _partial_update_that_changes_the_key_moves_the_whole_row,
     "colpos": _partial_updates_keep_positions_per_column,
     "rename": _table_rename_moves_the_rows,
+    "recreate": _table_created_again_before_its_rename_arrives,
     "renlate": _late_events_of_a_renamed_table_follow_it,
     "renpart": _renamed_table_keeps_positions_per_column,
     "renread": _late_snapshot_read_of_a_renamed_table_lands,
@@ -719,8 +744,8 @@ def test_scenarios_in_shared_batches(spark, tmp_path):
                           " as by a truncate"),
             ("db.rename_en", "table renamed from db.rename_e at the source (position 5): its rows moved here; rows held before"
                              " removed, as by a truncate; db.rename_e was written at position 8 (after the rename) by an earlier"
-                             " batch, a table created again under that name: old rows it replaced or removed before the rename"
-                             " arrived did not move")} <= history
+                             " batch, a table created again under that name: its changes before the rename were read again"
+                             " from the changelog and applied here")} <= history
     # the renames re-delivered in batch 3 are not applied again (each old table's truncate is
     # at its step's point): rename_c, which only the renames touch, has no result there
     assert results[1]["db.rename_c"].truncated == 1 and "db.rename_c" not in results[2]
