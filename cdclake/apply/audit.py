@@ -539,7 +539,7 @@ def update_progress(
              now, now - t_time if t_time is not None else None,
              _newest(old.delete_position, p.max_delete), truncate, truncate_text,
              res.rows_now if res is not None else old.rows, res.delta_version if res is not None else None, *no_hold,
-             truncate_record, _renamed_value(p.renamed), _union_column_ddl(None, [{"order": o, "text": t, "ddl": d} for o, t, d in column_ddl(p)]),
+             truncate_record, _renamed_value(p.renamed), _union_column_ddl(None, [{"order": o, "text": t, "ddl": d} for o, t, d in [*p.carried_column_ddl, *column_ddl(p)]]),
              _newest(old.move_position, p.max_move))
         )
     if not rows:

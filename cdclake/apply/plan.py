@@ -197,6 +197,11 @@ class TablePlan:
     column_history: ``(order, text, ddl)`` of every DDL statement that dropped or renamed a
         column of the table, earlier batches' and the batch's, in position order (set by
         :func:`follow_past_column_ddl`): what :func:`names_back` reads a remembered image with.
+    carried_column_ddl: ``(order, text, ddl)`` of the column DDL of the table renamed into this
+        one (set by :mod:`cdclake.apply.renames`, each order the rename's point followed by the
+        statement's own): kept in the progress table's ``column_ddl`` with the table's own, so a
+        late event of the old table moved here is read with the columns in force at its
+        position there.
     """
 
     database: str | None
@@ -233,6 +238,7 @@ class TablePlan:
     earlier_renames: list[str] = field(default_factory=list)
     rename_orders: dict[str, list] = field(default_factory=dict)
     column_history: list[tuple[list, str, str]] = field(default_factory=list)
+    carried_column_ddl: list[tuple[list, str, str]] = field(default_factory=list)
 
     @property
     def name(self) -> str:

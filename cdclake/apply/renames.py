@@ -196,11 +196,12 @@ def _events(df: DataFrame, cols: list) -> DataFrame:
 
 
 def _with_lines(plan: BatchPlan, lines: dict[str, str], wave: list[TableRename], renamed: dict | None = None,
-                max_delete: dict | None = None, max_move: dict | None = None) -> BatchPlan:
+                max_delete: dict | None = None, max_move: dict | None = None, column_ddl: dict | None = None) -> BatchPlan:
     """``plan`` whose tables say ``lines[name]`` in the schema history, with their rename's
-    DDL, ``renamed[name]`` (the step that ended the table, for the progress table) and
-    ``max_delete[name]`` / ``max_move[name]`` (the deletes and remembered moves carried to it),
-    and without source progress rows (the events are not the source's)."""
+    DDL, ``renamed[name]`` (the step that ended the table, for the progress table),
+    ``max_delete[name]`` / ``max_move[name]`` (the deletes and remembered moves carried to it)
+    and ``column_ddl[name]`` (the old table's column DDL carried to it), and without source
+    progress rows (the events are not the source's)."""
     ddl = {n: r for r in wave for n in (r.old_name, r.new_name)}
     tables: list[TablePlan] = []
     for p in plan.tables:
@@ -209,7 +210,8 @@ def _with_lines(plan: BatchPlan, lines: dict[str, str], wave: list[TableRename],
             p = replace(p, ended=[*p.ended, lines[p.name]], ddl=[(list(r.order), r.text, r.ddl)],
                         renamed=[renamed[p.name]] if renamed and p.name in renamed else [],
                         max_delete=max_delete.get(p.name, p.max_delete) if max_delete else p.max_delete,
-                        max_move=max_move.get(p.name, p.max_move) if max_move else p.max_move)
+                        max_move=max_move.get(p.name, p.max_move) if max_move else p.max_move,
+                        carried_column_ddl=(column_ddl or {}).get(p.name, []))
         tables.append(p)
     return replace(plan, tables=tables, progress=[])
 
@@ -291,6 +293,7 @@ def apply_renames(
         progress = audit.read_progress(spark, target)  # as the wave before left it
         states = progress.table_states()
         moves, ends, carried, lines_to, lines_from, renamed, max_delete, max_move = [], [], [], {}, {}, {}, {}, {}
+        column_ddl = {}
         for r in wave:
             old, new = r.old_name, r.new_name
             if not DeltaTable.isDeltaTable(spark, table_path(target, old)):
@@ -314,6 +317,12 @@ def apply_renames(
                 if state.move_position is not None:  # (a move is remembered with its delete)
                     max_move[new] = [*rename_point(r), *state.move_position]
             renamed[old] = (rename_point(r), r.record, r.new, r.text, r.event_time_ms)
+            # the old table's column drops and renames before the point go on as the new one's,
+            # at the point followed by their own order: a late event of the old table moved
+            # there is read with the columns in force at its position
+            point = rename_point(r)
+            column_ddl[new] = [([*point, *order], text, ddl) for order, text, ddl in state.column_ddl
+                               if order_key(order) < order_key(point)]
             lines_to[new] = (f"table renamed from {old} at the source (position {r.text}): its rows moved here;"
                              " rows held before removed, as by a truncate")
             lines_from[old] = f"table renamed to {new} at the source (position {r.text}): its rows moved there and removed here, as by a truncate"
@@ -329,7 +338,8 @@ def apply_renames(
             _carry_deletes(spark, target, r, _txn(txn, str(i), "deletes"))
         events = reduce(DataFrame.unionByName, moves).persist()
         try:
-            to_plan = _with_lines(plan_batch(events, primary_keys), lines_to, wave, max_delete=max_delete, max_move=max_move)
+            to_plan = _with_lines(plan_batch(events, primary_keys), lines_to, wave, max_delete=max_delete, max_move=max_move,
+                                  column_ddl=column_ddl)
             moved = apply_batch(spark, events, target, primary_keys, _txn(txn, n, "to"), plan=to_plan, fmt=fmt, changelog=False)
         finally:
             events.unpersist()

@@ -76,6 +76,7 @@ import decimal
 import random
 import re
 from collections import Counter
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import Decimal
@@ -362,6 +363,10 @@ class Workload:
             (later events and :attr:`SimResult.final` use it), and the old name is never used
             again. Off by default (the same seed then gives the same stream as before the
             option existed).
+        recreate_renamed: with ``rename_tables``, right after a rename a table is created again
+            under the old name (``CREATE TABLE``, the same columns and key, empty) and written
+            to like the others, as gh-ost's and pt-online-schema-change's cut-over leave it; it
+            is never renamed itself. Off by default (the same seed then gives the same stream).
         rename_keyless: with ``rename_tables``, a table without a key may be renamed too (on by
             default; off, only keyed tables are: cdclake's SCD type 2 histories of a keyless
             table renamed while its changes arrive late are not exact).
@@ -391,6 +396,7 @@ class Workload:
         rename_tables: bool = False,
         identical_rows: bool = False,
         rename_keyless: bool = True,
+        recreate_renamed: bool = False,
     ) -> None:
         if tables < 1:
             raise ValueError("tables must be >= 1")
@@ -409,6 +415,7 @@ class Workload:
         self.rename_tables = rename_tables
         self.identical_rows = identical_rows
         self.rename_keyless = rename_keyless
+        self.recreate_renamed = recreate_renamed
 
     def __repr__(self) -> str:
         return (
@@ -417,7 +424,8 @@ class Workload:
             f"heartbeats={self.heartbeats}, drop_rename={self.drop_rename}, "
             f"truncate_columns={self.truncate_columns}, drop_tables={self.drop_tables}, "
             f"rename_tables={self.rename_tables}, identical_rows={self.identical_rows}"
-            + ("" if self.rename_keyless else ", rename_keyless=False") + ")"
+            + ("" if self.rename_keyless else ", rename_keyless=False")
+            + (", recreate_renamed=True" if self.recreate_renamed else "") + ")"
         )
 
     def generate(self) -> SimResult:
@@ -687,6 +695,10 @@ class _Run:
         t.empty()
         self.tick()
         self.emit("ddl", t=t, ddl=f"DROP TABLE {t.ref}")
+        self.create_table(t)
+
+    def create_table(self, t: _Table) -> None:
+        """``CREATE TABLE`` of ``t`` with its columns and key (a DDL event)."""
         cols = ", ".join(f"`{c.name}` {c.source_type.upper()}{_not_null(c)}" for c in t.columns)
         key = f", PRIMARY KEY ({', '.join(f'`{k}`' for k in t.key)})" if t.key else ""
         self.tick()
@@ -704,7 +716,13 @@ class _Run:
         # the names unqualified, as a user in the table's database writes them (MySQL's binlog
         # keeps the statement's text; the event names the database)
         self.emit("ddl", t=t, ddl=f"RENAME TABLE `{t.table}` TO `{new}`")
-        t.table = new
+        old, t.table = t.table, new
+        if self.w.recreate_renamed:
+            # (numbered on from the old table's: an added or renamed column gets a name it never had)
+            again = _Table(t.database, t.schema, old, [dataclasses.replace(c) for c in t.columns], list(t.key),
+                           added=t.added, renamed=t.renamed, moved=1)
+            self.tables.append(again)
+            self.create_table(again)
         return True
 
     def ddl_choices(self, t: _Table) -> list[tuple[str, Column | None]]:

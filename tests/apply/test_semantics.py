@@ -409,6 +409,26 @@ def _table_created_again_before_its_rename_arrives():
     return [(first, {"t": [(3, "c", None)], "g": [(7, "same", None)] * 2}), (second, done), (first + second, done)]
 
 
+def _late_event_of_a_renamed_table_older_than_its_column_drop():
+    # t drops its column extra at 3, then is renamed to n at 10; t's update at 2, written
+    # before the drop, arrives after the rename: it goes to n (renames.relabel_late), read with
+    # the columns in force at its position in t: the drop, carried to n with the rename
+    # (TablePlan.carried_column_ddl, n's column_ddl in the progress table), keeps extra out of n
+    # (checked below: it was added to n again)
+    cols = COLS + [{"name": "extra", "source_type": "bigint", "spark_type": "bigint", "precision": None, "scale": None,
+                    "nullable": True}]
+
+    def ddl(pos, text):
+        return dict(ev(None, pos, kind="ddl"), ddl=text)
+
+    first = [ev("c", 1, {**row(1, "a"), "extra": "7"}, columns=cols), ddl(3, "ALTER TABLE db.{table} DROP COLUMN extra"),
+             ev("c", 4, row(2, "b"))]
+    late = [ev("u", 2, {**row(1, "a2"), "extra": "8"}, {**row(1, "a"), "extra": "7"}, columns=cols)]
+    return [(first, {"t": [(1, "a", None), (2, "b", None)]}),
+            ([ddl(10, "RENAME TABLE rencol TO rencol_n")], {"t": [], "n": [(1, "a", None), (2, "b", None)]}),
+            (late, {"t": [], "n": [(1, "a2", None), (2, "b", None)]})]
+
+
 def _late_events_of_a_renamed_table_follow_it():
     # an event of t older than its rename (t -> n at 10) that arrives after the rename was
     # applied belongs to n (cdclake.apply.renames.relabel_late): an update lands there, an
@@ -696,6 +716,7 @@ SCENARIOS = {
     "colpos": _partial_updates_keep_positions_per_column,
     "rename": _table_rename_moves_the_rows,
     "recreate": _table_created_again_before_its_rename_arrives,
+    "rencol": _late_event_of_a_renamed_table_older_than_its_column_drop,
     "renlate": _late_events_of_a_renamed_table_follow_it,
     "renpart": _renamed_table_keeps_positions_per_column,
     "renread": _late_snapshot_read_of_a_renamed_table_lands,
@@ -734,6 +755,8 @@ def test_scenarios_in_shared_batches(spark, tmp_path):
     assert results[1]["db.trunc"].truncated == 2
     dtypes = {t: dict(spark.read.format("delta").load(f"{tmp_path}/db.{t}").dtypes)["id"] for t in ("widen", "widendel")}
     assert dtypes == {"widen": "bigint", "widendel": "decimal(12,2)"}
+    assert [c for c in spark.read.format("delta").load(f"{tmp_path}/db.rencol_n").columns if not c.startswith("_cdc")] == [
+        "id", "name", "amount"]
     history = {(r["table"], r["change"]) for r in spark.read.format("delta").load(f"{tmp_path}/_cdclake/schema_history").collect()}
     assert {("db.ended", "table dropped at the source (position 3): its older rows removed, as by a truncate"),
             ("db.ended_x", "table truncated at the source (position 3): its older rows removed, as by a truncate"),
