@@ -33,7 +33,8 @@ steps). A batch replayed after a crash skips what committed; the source rows are
 rows.
 
 An event of ``a`` older than P that arrives after the rename was applied goes to ``b``
-(:func:`relabel_late`, with ``a``'s remembered deletes and truncate carried to ``b``). When
+(:func:`relabel_late`, with ``a``'s remembered deletes and truncate carried to ``b``, and its
+column drops and renames before P: :attr:`TablePlan.carried_column_ddl`). When
 ``a`` or ``b`` keeps its history (SCD type 2), the event also goes into ``a``'s history at its
 place (ended by the rename), and ``b``'s history keeps per key only the newest change moved in
 at P (:func:`cdclake.apply.history._versions`' regions, from the progress table's
