@@ -113,6 +113,8 @@ def test_events_are_well_formed(seed):
         dict(seed=3, events=400, truncate_columns=False),
         dict(seed=7, events=600, tables=4, drop_tables=True, rename_tables=True),
         dict(seed=47, events=600, tables=3, drop_tables=True, rename_tables=True, identical_rows=True),
+        dict(seed=7, events=600, tables=4, drop_tables=True, rename_tables=True, drop_rename=True, identical_rows=True,
+             recreate_renamed=True),
     ],
 )
 def test_final_state_is_what_replaying_the_events_gives(kw):
@@ -176,6 +178,25 @@ def test_table_renames_on_request():
     rows, _ = replay(res.events)
     renamed = {n for n in rows if n not in res.final}
     assert len(renamed) == len(at) and all(rows[n] == [] for n in renamed)
+
+
+def test_tables_created_again_after_their_rename_on_request():
+    """``recreate_renamed``: right after ``RENAME TABLE a TO b``, ``CREATE TABLE a`` with the
+    same columns and key, which is written to afterwards and never renamed; the stream is the
+    one the seed gives without it up to the first rename (the final states: the replay test
+    above)."""
+    kw = dict(events=600, tables=4, drop_tables=True, rename_tables=True)
+    plain = Workload(7, **kw).generate()
+    res = Workload(7, **kw, recreate_renamed=True).generate()
+    at = [i for i, e in enumerate(res.events) if e["kind"] == "ddl" and e["ddl"].startswith("RENAME TABLE")]
+    assert at and res.events[: at[0] + 1] == plain.events[: at[0] + 1]
+    for i in at:
+        e, create = res.events[i], res.events[i + 1]
+        old = re.fullmatch(r"RENAME TABLE `([^`]+)` TO `[^`]+`", e["ddl"]).group(1)
+        assert create["kind"] == "ddl" and create["ddl"].startswith("CREATE TABLE") and create["table"] == old
+        assert any(x["kind"] == "data" and x["table"] == old for x in res.events[i + 2:])
+        assert not any(x["kind"] == "ddl" and x["ddl"].startswith(f"RENAME TABLE `{old}`") for x in res.events[i + 1:])
+        assert ".".join(p for p in (e["database"], e["schema"], old) if p) in res.final
 
 
 def test_identical_rows_on_request():
