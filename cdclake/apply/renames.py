@@ -281,12 +281,12 @@ def apply_renames(
     Raises what :func:`cdclake.apply.batch.apply_batch` raises."""
     from cdclake.apply.batch import TableFailed, apply_batch, guarded, table_path
 
-    states = audit.read_progress(spark, target).table_states()
+    first = audit.read_progress(spark, target)
+    progress_rows, states = first.rows, first.table_states()
     todo = [r for r in plan.renames if r.old_name != r.new_name and not step_done(r, states)]
     keys = {p.name: p.key for p in plan.tables if p.key}
     out: list[ApplyResult] = []
     index = {id(r): i for i, r in enumerate(plan.renames, start=1)}
-    again: list[tuple[TableRename, int]] = []  # steps whose old name was written after them before they arrived
     for wave in waves(todo):
         # the wave's identity names its steps (their places in the batch's renames): a replay
         # that groups the steps left otherwise gets other identities, never a finished wave's
@@ -332,7 +332,6 @@ def apply_renames(
                 lines_to[new] += (f"; {old} was written at position {early} (after the rename) by an earlier batch, a table"
                                   " created again under that name: its changes before the rename were read again from the"
                                   " changelog and applied here")
-                again.append((r, index[id(r)]))
         if not moves:
             continue
         for r, i in carried:
@@ -354,10 +353,16 @@ def apply_renames(
         ended = reduce(DataFrame.unionByName, ends)
         from_plan = _with_lines(plan_batch(ended, primary_keys), lines_from, wave, renamed=renamed)
         out += apply_batch(spark, ended, target, primary_keys, _txn(txn, n, "from"), plan=from_plan, fmt=fmt, changelog=False)
-    done = audit.read_progress(spark, target).table_states() if again else {}
-    again = [(r, i) for r, i in again if step_done(r, done)]
-    if again:
-        out += _apply_again(spark, target, again, txn, primary_keys, fmt)
+    # the steps whose old name an earlier batch wrote after them: also those done before (a
+    # batch applied again after a crash between the move and this apply; its identity makes it
+    # once), not only those done now
+    refeed = [(r, index[id(r)]) for r in plan.renames if r.old_name != r.new_name
+              and written_before_rename(earlier if earlier is not None else progress_rows, r) is not None]
+    if refeed:
+        done = audit.read_progress(spark, target).table_states()
+        refeed = [(r, i) for r, i in refeed if step_done(r, done)]
+    if refeed:
+        out += _apply_again(spark, target, refeed, txn, primary_keys, fmt)
     return out
 
 
@@ -383,10 +388,11 @@ def _apply_again(spark: SparkSession, target: str, steps: list[tuple[TableRename
     path = f"{target}/{audit.CHANGELOG}"
     if not DeltaTable.isDeltaTable(spark, path):
         return []
-    names = ", ".join(sorted({_str(r.old_name) for r, _i in steps}))
+    progress = audit.read_progress(spark, target)
+    states = progress.table_states()
+    names = ", ".join(sorted({_str(n) for r, _i in steps for n in renamed_into(states, r.old_name, rename_point(r))}))
     events = (spark.read.format("delta").load(path).where(f"kind = 'data' AND {QUALIFIED_NAME_SQL} IN ({names})")
               .select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in EVENT_SCHEMA.fields]))
-    progress = audit.read_progress(spark, target)
     if progress.held_version() is not None:  # an open transaction's changes wait for the rest of it
         held = read_held(spark, target, progress.held_version()).select(F.expr(tx_key_sql(every_kind=True)).alias("_held_tx"))
         events = events.join(held.where("_held_tx IS NOT NULL").distinct(), F.expr(tx_key_sql(every_kind=True)) == F.col("_held_tx"),
@@ -398,6 +404,24 @@ def _apply_again(spark: SparkSession, target: str, steps: list[tuple[TableRename
                       fmt, None, None, None, progress, changelog=False, relabel=True)
     finally:
         events.unpersist()
+
+
+def renamed_into(states: dict, name: str, point: list) -> list[str]:
+    """``name`` and every table whose rows a rename moved into it before ``point`` (a
+    ``position.order``), through earlier renames into those (``t`` renamed to ``n``, then ``n``
+    to ``m``: ``m``'s rows at a later point are ``t``'s and ``n``'s changes), from the progress
+    table's ``renamed`` (``states``: :meth:`Progress.table_states`). Pure Python."""
+    from cdclake.model import qualified_name
+
+    out, todo = [name], [(name, order_key(point))]
+    while todo:
+        into, before = todo.pop()
+        for other, st in states.items():
+            for step in st.renamed:
+                if qualified_name(*step[2]) == into and order_key(step[0]) < before and other not in out:
+                    out.append(other)
+                    todo.append((other, order_key(step[0])))
+    return out
 
 
 def written_before_rename(progress_rows: list[dict], r: TableRename) -> str | None:

@@ -127,3 +127,22 @@ def test_a_rename_replayed_after_a_crash_between_its_applies_moves_once(spark, t
     assert table(spark, tmp_path, "db.n") == []
     _apply(spark, tmp_path, again, txn)
     assert table(spark, tmp_path, "db.m") == moved and table(spark, tmp_path, "db.n") == [(1, "new", None)]
+
+    # m renamed to z at 20, and a table created again under the name m, truncated at 21 and
+    # written at 22, whose changes arrive a batch before the rename: the truncate removed m's
+    # rows before the move could read them, so the rename's batch reads m's changes again from
+    # the changelog and applies them (renames._apply_again, identity <appId>.rename.1.again);
+    # the crash came before that apply's commits of z and of the progress table. Applied
+    # again: z holds m's rows as they were at 20, m only its new row
+    _apply(spark, tmp_path, [ev("t", 21, table="m"), ev("c", 22, row(5, "m22"), table="m")], audit.Txn("app", 4))
+    assert table(spark, tmp_path, "db.m") == [(5, "m22", None)]
+    rename_m = [dict(ev(None, 20, kind="ddl", table="m"), ddl="RENAME TABLE m TO z")]
+    txn = audit.Txn("app", 5)
+    _apply(spark, tmp_path, rename_m, txn)
+    assert table(spark, tmp_path, "db.z") == moved and table(spark, tmp_path, "db.m") == [(5, "m22", None)]
+    for name in ("db.z", "_cdclake/progress"):
+        _uncommit_last(tmp_path / name)
+    _forget_delta_logs(spark)
+    assert table(spark, tmp_path, "db.z") == []
+    _apply(spark, tmp_path, rename_m, txn)
+    assert table(spark, tmp_path, "db.z") == moved and table(spark, tmp_path, "db.m") == [(5, "m22", None)]
