@@ -284,6 +284,10 @@ def apply_renames(
     first = audit.read_progress(spark, target)
     progress_rows, states = first.rows, first.table_states()
     todo = [r for r in plan.renames if r.old_name != r.new_name and not step_done(r, states)]
+    # per step: the latest position at which an earlier batch wrote its old name after it (a
+    # table created again under that name), else None (written_before_rename)
+    early_at = {id(r): written_before_rename(earlier if earlier is not None else progress_rows, r)
+                for r in plan.renames if r.old_name != r.new_name}
     keys = {p.name: p.key for p in plan.tables if p.key}
     out: list[ApplyResult] = []
     index = {id(r): i for i, r in enumerate(plan.renames, start=1)}
@@ -327,7 +331,7 @@ def apply_renames(
             lines_to[new] = (f"table renamed from {old} at the source (position {r.text}): its rows moved here;"
                              " rows held before removed, as by a truncate")
             lines_from[old] = f"table renamed to {new} at the source (position {r.text}): its rows moved there and removed here, as by a truncate"
-            early = written_before_rename(earlier if earlier is not None else progress.rows, r)
+            early = early_at[id(r)]
             if early is not None:
                 lines_to[new] += (f"; {old} was written at position {early} (after the rename) by an earlier batch, a table"
                                   " created again under that name: its changes before the rename were read again from the"
@@ -356,8 +360,7 @@ def apply_renames(
     # the steps whose old name an earlier batch wrote after them: also those done before (a
     # batch applied again after a crash between the move and this apply; its identity makes it
     # once), not only those done now
-    refeed = [(r, index[id(r)]) for r in plan.renames if r.old_name != r.new_name
-              and written_before_rename(earlier if earlier is not None else progress_rows, r) is not None]
+    refeed = [(r, index[id(r)]) for r in plan.renames if early_at.get(id(r)) is not None]
     if refeed:
         done = audit.read_progress(spark, target).table_states()
         refeed = [(r, i) for r, i in refeed if step_done(r, done)]
