@@ -37,6 +37,15 @@ def _forget_delta_logs(spark) -> None:
     spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
 
 
+def _crash_before(spark, target: Path, names) -> None:
+    """The crash: the tables ``names`` (folders under ``target``, in order; a name twice drops
+    two commits) did not commit their newest version, and the process that applies the batch
+    again knows no Delta log."""
+    for name in names:
+        _uncommit_last(target / name)
+    _forget_delta_logs(spark)
+
+
 def _apply(spark, target, events, txn):
     return apply_batch(spark, spark.createDataFrame(events, EVENT_SCHEMA), str(target), txn=txn)
 
@@ -54,9 +63,7 @@ def test_a_batch_replayed_after_a_partial_commit_lands_once(spark, tmp_path):
     _apply(spark, tmp_path, second, txn)
     # the crash: table db.u, the changelog and the progress table did not commit batch 1;
     # db.t and the deletes table did
-    for name in ("db.u", "_cdclake/changelog", "_cdclake/progress"):
-        _uncommit_last(tmp_path / name)
-    _forget_delta_logs(spark)
+    _crash_before(spark, tmp_path, ("db.u", "_cdclake/changelog", "_cdclake/progress"))
     assert sorted(r[0] for r in spark.read.format("delta").load(str(tmp_path / "db.u")).select("id").collect()) == [7]
 
     results = {r.table: r for r in _apply(spark, tmp_path, second, txn)}
@@ -96,9 +103,7 @@ def test_a_rename_replayed_after_a_crash_between_its_applies_moves_once(spark, t
     txn = audit.Txn("app", 1)
     _apply(spark, tmp_path, rename, txn)
     assert table(spark, tmp_path, "db.n") == [(1, "a", None), (2, "b", None)]
-    for name in ("db.t", "db.k", "db.kn", "_cdclake/progress", "_cdclake/progress"):
-        _uncommit_last(tmp_path / name)
-    _forget_delta_logs(spark)
+    _crash_before(spark, tmp_path, ("db.t", "db.k", "db.kn", "_cdclake/progress", "_cdclake/progress"))
     assert table(spark, tmp_path) == [(1, "a", None), (2, "b", None)] and table(spark, tmp_path, "db.kn") == []
 
     _apply(spark, tmp_path, rename, txn)
@@ -121,9 +126,7 @@ def test_a_rename_replayed_after_a_crash_between_its_applies_moves_once(spark, t
     _apply(spark, tmp_path, again, txn)
     moved = [(1, "a3", None), (2, "b", None)]
     assert table(spark, tmp_path, "db.m") == moved and table(spark, tmp_path, "db.n") == [(1, "new", None)]
-    for name in ("db.n", "_cdclake/progress"):
-        _uncommit_last(tmp_path / name)
-    _forget_delta_logs(spark)
+    _crash_before(spark, tmp_path, ("db.n", "_cdclake/progress"))
     assert table(spark, tmp_path, "db.n") == []
     _apply(spark, tmp_path, again, txn)
     assert table(spark, tmp_path, "db.m") == moved and table(spark, tmp_path, "db.n") == [(1, "new", None)]
@@ -140,9 +143,7 @@ def test_a_rename_replayed_after_a_crash_between_its_applies_moves_once(spark, t
     txn = audit.Txn("app", 5)
     _apply(spark, tmp_path, rename_m, txn)
     assert table(spark, tmp_path, "db.z") == moved and table(spark, tmp_path, "db.m") == [(5, "m22", None)]
-    for name in ("db.z", "_cdclake/progress"):
-        _uncommit_last(tmp_path / name)
-    _forget_delta_logs(spark)
+    _crash_before(spark, tmp_path, ("db.z", "_cdclake/progress"))
     assert table(spark, tmp_path, "db.z") == []
     _apply(spark, tmp_path, rename_m, txn)
     assert table(spark, tmp_path, "db.z") == moved and table(spark, tmp_path, "db.m") == [(5, "m22", None)]
