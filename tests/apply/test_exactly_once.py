@@ -20,30 +20,19 @@ from cdclake.model import EVENT_SCHEMA
 from tests.apply.test_semantics import ev, row, table
 
 
-def _uncommit_last(path: Path) -> int:
-    """Remove the newest commit of the Delta table at ``path`` (with Delta's checksum file and
-    the local file system's hidden ``.crc`` files); returns its version."""
-    log = path / "_delta_log"
-    version = max(int(p.stem) for p in log.glob("*.json"))
-    for name in (f"{version:020d}.json", f"{version:020d}.crc"):
-        for f in (log / name, log / f".{name}.crc"):
-            if f.exists():
-                f.unlink()
-    return version
-
-
-def _forget_delta_logs(spark) -> None:
-    """A new process knows no Delta log: drop the ones this JVM holds in memory."""
-    spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
-
-
 def _crash_before(spark, target: Path, names) -> None:
     """The crash: the tables ``names`` (folders under ``target``, in order; a name twice drops
-    two commits) did not commit their newest version, and the process that applies the batch
-    again knows no Delta log."""
+    two commits) did not commit their newest version (each loses its newest commit file, with
+    Delta's checksum file and the local file system's hidden ``.crc`` files), and the process
+    that applies the batch again knows no Delta log (the ones this JVM holds are dropped)."""
     for name in names:
-        _uncommit_last(target / name)
-    _forget_delta_logs(spark)
+        log = target / name / "_delta_log"
+        version = max(int(p.stem) for p in log.glob("*.json"))
+        for file in (f"{version:020d}.json", f"{version:020d}.crc"):
+            for f in (log / file, log / f".{file}.crc"):
+                if f.exists():
+                    f.unlink()
+    spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
 
 
 def _apply(spark, target, events, txn):
