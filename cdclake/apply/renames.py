@@ -59,7 +59,8 @@ rename's are applied to ``a`` as it is then (nothing says yet that the name chan
 one of a key ``a`` held replaces the old row, a truncate or drop removes the old rows, before
 the rename moves them; so when the rename arrives (:func:`written_before_rename`), ``a``'s
 changes are read again from the changelog and applied as a re-delivery (:func:`_apply_again`),
-which takes those older than P to ``b``. A change of
+which takes those older than P to ``b``; the moved rows declare ``a``'s columns at P, not
+those the new ``a`` added, widened or renamed (:func:`columns_at_point`). A change of
 ``b`` at exactly P (a format whose
 positions are coarse: Canal's ``es`` and batch ``id``) is older than the rename's point
 whatever its record, so the move replaces it; renames of one position are numbered in one
@@ -83,6 +84,7 @@ from cdclake.apply.delta_table import (
     TableState,
     _create_empty,
     _lit,
+    _source_columns,
     _ord_sql,
     _order_sql,
     column_order_sql,
@@ -305,7 +307,12 @@ def apply_renames(
                 _not_applied(spark, target, r, f"no table {old} was written here")
                 continue
             state = states.get(old, TableState())
-            m, e, columns, history = _step_events(spark, table_path(target, old), r, keys.get(new) or keys.get(old), state)
+            key = keys.get(new) or keys.get(old)
+            # an earlier batch wrote the old name after the point: its columns now may be the
+            # table created again's; the moved rows declare those of the point
+            at_point = (None if early_at[id(r)] is None else
+                        columns_at_point(spark, target, r, states, _source_columns(spark, table_path(target, old)), key))
+            m, e, columns, history = _step_events(spark, table_path(target, old), r, key, state, at_point)
             # a new table is of the old one's kind (history or not); an existing one keeps its own
             if not DeltaTable.isDeltaTable(spark, table_path(target, new)):
                 made = guarded(new, lambda: _create_empty(spark, table_path(target, new), columns, history))
@@ -636,8 +643,62 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
         c for c in events.columns if c not in EVENT_SCHEMA.fieldNames()])
 
 
+def columns_at_point(spark: SparkSession, target: str, r: TableRename, states: dict, columns: dict[str, str],
+                     key: list[str] | None) -> dict[str, tuple[str, str]]:
+    """The step's old table's columns as they were at its point, for a rename whose old name an
+    earlier batch wrote after the point (:func:`written_before_rename`: a table created again
+    under that name, whose columns are the old table's now too). ``columns``: the old table's
+    source columns now (name -> Spark type). Returns ``{name now: (name at the point, Spark
+    type at the point)}`` for each column the old table had at the point: a column is there
+    when an event of the old name, or of a table renamed into it before (:func:`renamed_into`),
+    older than the point declares it in ``_cdclake/changelog`` (snapshot reads ranked below the
+    stream count as older, as :func:`source_rows` reads them), by its name before the old
+    table's column renames after the point (:func:`cdclake.apply.plan.names_back`); its type is
+    the widest those events declare (:func:`cdclake.apply.types.widen`), the type now when
+    they state none or it is not narrower. Key columns always stay. When the changelog holds
+    no such event (none, or written by a cdclake without a changelog), every column stays as it
+    is now.
+
+    Cost: one changelog scan (filtered by table) and a collect of its distinct (column, type)
+    pairs, only for such a step. Limit: a column the old table dropped before the point and the
+    table created again added back stays (it was declared before the point)."""
+    from cdclake.apply.plan import names_back
+    from cdclake.apply.types import normalize, widen
+    from cdclake.formats import snapshot_position_formats
+
+    path = f"{target}/{audit.CHANGELOG}"
+    if not columns or not DeltaTable.isDeltaTable(spark, path):
+        return {c: (c, t) for c, t in columns.items()}
+    point = rename_point(r)
+    names = ", ".join(sorted({_str(n) for n in renamed_into(states, r.old_name, point)}))
+    fmts = ", ".join(_str(f) for f in snapshot_position_formats()) or "''"
+    declared = (spark.read.format("delta").load(path)
+                .where(f"kind = 'data' AND {QUALIFIED_NAME_SQL} IN ({names})"
+                       f" AND (position.order < {_order_sql(point)} OR coalesce(op = 'r' AND format NOT IN ({fmts}), false))")
+                .select(F.explode("columns").alias("c")).select("c.name", "c.spark_type").distinct().collect())
+    if not declared:
+        return {c: (c, t) for c, t in columns.items()}
+    types: dict[str, str | None] = {}
+    for name, t in declared:
+        types[name] = t if types.get(name) is None else (types[name] if t is None else widen(types[name], t))
+    st = states.get(r.old_name, TableState())
+    after = [d for d in st.column_ddl if order_key(d[0]) > order_key(point)]
+    back = names_back(list(columns), after)
+    out = {}
+    for c, now in columns.items():
+        since, hops = back[c]
+        was = hops[-1][0] if hops else c
+        if key and c in key:
+            out[c] = (was, now)
+        elif since is None and was in types:
+            t = types[was]
+            out[c] = (was, t if t is not None and normalize(widen(t, now)) == normalize(now) else now)
+    return out
+
+
 def _step_events(
-    spark: SparkSession, src: str, r: TableRename, key: list[str] | None, state: TableState
+    spark: SparkSession, src: str, r: TableRename, key: list[str] | None, state: TableState,
+    at_point: dict[str, tuple[str, str]] | None = None,
 ) -> tuple[DataFrame, DataFrame, dict[str, str], bool]:
     """The canonical events of one step: ``(the new table's truncate and moved rows, the old
     table's truncate, the old table's source columns name -> Spark type, the old table is a
@@ -651,9 +712,14 @@ def _step_events(
     from cdclake.formats import snapshot_position_formats
 
     by_position = (r.format or "") in snapshot_position_formats()
-    rows, columns, history = source_rows(spark, src, point, by_position)
-    after = ("map(" + ", ".join(f"{_str(c)}, {canonical_text_sql(_ident(c), t)}" for c, t in columns.items()) + ")"
-             if columns else "cast(null as map<string,string>)")
+    rows, now, history = source_rows(spark, src, point, by_position)
+    # the columns the moved rows declare: the old table's at the point (at_point: name now ->
+    # its name and type then), read from the columns now
+    at = at_point if at_point is not None else {c: (c, t) for c, t in now.items()}
+    columns = {was: t for was, t in at.values()}
+    source = {was: c for c, (was, _t) in at.items()}
+    after = ("map(" + ", ".join(f"{_str(was)}, {canonical_text_sql(_ident(c), now[c])}" for c, (was, _t) in at.items()) + ")"
+             if at else "cast(null as map<string,string>)")
     # a snapshot read that ranks below the stream (Canal/DTS INIT, Qlik REFRESH) has no stream
     # position: it goes first (-1), so a late streamed change of the old table, moved after it,
     # still wins over it as it would have there
@@ -665,7 +731,8 @@ def _step_events(
     record = "_cdc_record" if "_cdc_record" in rows.columns else None
     if COLUMN_ORDERS in rows.columns and key:
         moved = _events(rows.where(f"{COLUMN_ORDERS} IS NULL"), _event_sql(r, r.new, Op.CREATE.value, row_pos, columns, key, after, record))
-        moved = moved.unionByName(_moved_by_column(rows.where(f"{COLUMN_ORDERS} IS NOT NULL"), r, point, columns, key, after, by_position))
+        moved = moved.unionByName(_moved_by_column(rows.where(f"{COLUMN_ORDERS} IS NOT NULL"), r, point, columns, key, after, by_position,
+                                                   source))
     else:
         moved = _events(rows, _event_sql(r, r.new, Op.CREATE.value, row_pos, columns, key, after, record))
     empty_at, empty_record = point, None
@@ -679,7 +746,7 @@ def _step_events(
 
 
 def _moved_by_column(rows: DataFrame, r: TableRename, point: list, columns: dict[str, str], key: list[str], after: str,
-                     by_position: bool) -> DataFrame:
+                     by_position: bool, source: dict[str, str] | None = None) -> DataFrame:
     """The moved events of rows of a table that keeps per-column positions
     (:data:`cdclake.apply.delta_table.COLUMN_ORDERS`, non-null in ``rows``): per row, one
     partial update (op ``u``, ``present`` the key and the column) per non-key column, at the
@@ -688,11 +755,12 @@ def _moved_by_column(rows: DataFrame, r: TableRename, point: list, columns: dict
     stream: ``-1``), and one carrying the key only at the row's own order. The new table folds
     them into the same row with the same per-column positions, so that a later-arriving older
     change of the old table, moved after them, still fills a column it is newer than.
-    ``after``: SQL of the row's full image (column -> text)."""
+    ``after``: SQL of the row's full image (column -> text). ``source``: column of ``columns``
+    -> its name in the stored row's map, where they differ (:func:`columns_at_point`)."""
     row = _ord_sql(rank_sql("_cdc_op", by_position), "coalesce(_cdc_position, cast(array() as array<decimal(38,0)>))", "1", "_cdc_record")
     m = _ident(COLUMN_ORDERS)
     entries = [f"named_struct('c', cast(null as string), 'o', {row})"] + [
-        f"named_struct('c', {_str(n)}, 'o', {column_order_sql(m, n, row)})" for n in columns if n not in key]
+        f"named_struct('c', {_str(n)}, 'o', {column_order_sql(m, (source or {}).get(n, n), row)})" for n in columns if n not in key]
     keys = ", ".join(f"{_str(k)}, element_at(_all, {_str(k)})" for k in key)
     # (only the columns made here: a source column of any name cannot clash with them)
     split = rows.select(F.expr(after).alias("_all"), F.explode(F.expr(f"array({', '.join(entries)})")).alias("_e"))

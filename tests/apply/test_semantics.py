@@ -404,8 +404,21 @@ def _table_created_again_before_its_rename_arrives():
     first = [ev("c", 1, row(1, "a")), ev("c", 2, row(2, "b")), ev("t", 7), ev("c", 8, row(3, "c")),
              nokey("c", 1, after=row(7, "same")), nokey("c", 2, after=row(7, "same")), nokey("c", 6, after=row(7, "same")),
              nokey("d", 8, before=row(7, "same"))]
-    second = [ddl(5, "RENAME TABLE recreate TO recreate_n, recreate_g TO recreate_gn")]
-    done = {"t": [(3, "c", None)], "n": [(1, "a", None), (2, "b", None)], "g": [], "gn": [(7, "same", None)] * 2}
+    # table c: the table created again under its name adds extra, widens amount and renames
+    # name to label (at 8 and 9, after the rename at 5): cn keeps c's columns at 5
+    # (renames.columns_at_point; checked in test_scenarios_in_shared_batches); 2's row keeps
+    # per-column positions (its partial update at 3): moved by column, name read from label
+    wide = [{**COLS[0]}, {**COLS[1]}, {**COLS[2], "source_type": "decimal(12,2)", "spark_type": "decimal(12,2)", "precision": 12},
+            {"name": "extra", "source_type": "bigint", "spark_type": "bigint", "precision": None, "scale": None, "nullable": True}]
+    relabeled = [wide[0], {**wide[1], "name": "label"}, *wide[2:]]
+    first += [ev("c", 1, row(1, "a", "1.50"), table="c"), ev("c", 2, row(2, "b"), table="c"),
+              ev("u", 3, {"id": "2", "amount": "2.50"}, present=["id", "amount"], table="c"),
+              ev("c", 8, {**row(3, "c", "123456.78"), "extra": "7"}, table="c", columns=wide),
+              ddl(9, "ALTER TABLE db.{table} RENAME COLUMN name TO label", table="c"),
+              ev("u", 10, {"id": "3", "label": "c2", "amount": "123456.78", "extra": "8"}, table="c", columns=relabeled)]
+    second = [ddl(5, "RENAME TABLE recreate TO recreate_n, recreate_g TO recreate_gn, recreate_c TO recreate_cn")]
+    done = {"t": [(3, "c", None)], "n": [(1, "a", None), (2, "b", None)], "g": [], "gn": [(7, "same", None)] * 2,
+            "cn": [(1, "a", Decimal("1.50")), (2, "b", Decimal("2.50"))]}
     return [(first, {"t": [(3, "c", None)], "g": [(7, "same", None)] * 2}), (second, done), (first + second, done)]
 
 
@@ -757,6 +770,13 @@ def test_scenarios_in_shared_batches(spark, tmp_path):
     assert dtypes == {"widen": "bigint", "widendel": "decimal(12,2)"}
     assert [c for c in spark.read.format("delta").load(f"{tmp_path}/db.rencol_n").columns if not c.startswith("_cdc")] == [
         "id", "name", "amount"]
+    # recreate: cn has c's columns at the rename; c, the table created again, its own
+    source = {t: [(n, d) for n, d in spark.read.format("delta").load(f"{tmp_path}/db.recreate_{t}").dtypes if not n.startswith("_cdc")]
+              for t in ("c", "cn")}
+    assert source == {"cn": [("id", "int"), ("name", "string"), ("amount", "decimal(10,2)")],
+                      "c": [("id", "int"), ("label", "string"), ("amount", "decimal(12,2)"), ("extra", "bigint")]}
+    assert [(r["id"], r["label"], r["amount"], r["extra"]) for r in spark.read.format("delta").load(f"{tmp_path}/db.recreate_c").collect()] \
+        == [(3, "c2", Decimal("123456.78"), 8)]
     history = {(r["table"], r["change"]) for r in spark.read.format("delta").load(f"{tmp_path}/_cdclake/schema_history").collect()}
     assert {("db.ended", "table dropped at the source (position 3): its older rows removed, as by a truncate"),
             ("db.ended_x", "table truncated at the source (position 3): its older rows removed, as by a truncate"),
