@@ -239,6 +239,10 @@ class TablePlan:
     rename_orders: dict[str, list] = field(default_factory=dict)
     column_history: list[tuple[list, str, str]] = field(default_factory=list)
     carried_column_ddl: list[tuple[list, str, str]] = field(default_factory=list)
+    #: ``(columns, untyped, key, lasts)`` as the batch's events declare them, before its column
+    #: DDL was followed: :func:`follow_past_column_ddl` follows it again together with an
+    #: earlier batch's, in position order
+    declared: tuple | None = field(default=None, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -706,6 +710,7 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
         p.message_key = pk_best[k][1] if k in pk_best else None
         _choose_key(p, primary_keys)
         p.lasts = lasts.get(k, {})
+        p.declared = (dict(p.columns), list(p.untyped), list(p.key), dict(p.lasts))
         _follow_drops_and_renames(p, p.lasts)
         _follow_table_ends(p)
     for src, rs in by_source.items():
@@ -804,6 +809,16 @@ def follow_past_column_ddl(plan: BatchPlan, past: dict[str, list]) -> None:
         # (each statement once: a re-delivered one is in the batch twice, or known already)
         each = {(tuple(order), text, ddl): (order, text, ddl) for order, text, ddl in [*known, *column_ddl(p)]}
         p.column_history = sorted(each.values(), key=lambda d: order_key(d[0]))
+        ddl = [d for d in known if d not in p.ddl]
+        if ddl and p.declared is not None:
+            # the batch's statements and the earlier batches', in one pass in position order (a
+            # chain of renames may interleave them: a -> b applied before, b -> c in this
+            # batch, events declaring a): the columns as the events declare them, followed again
+            columns, untyped, key, lasts = p.declared
+            p.columns, p.untyped, p.key, p.lasts = dict(columns), list(untyped), list(key), dict(lasts)
+            p.drops, p.renames, p.rename_from, p.rename_orders, p.earlier_renames = [], {}, {}, {}, []
+            _follow_drops_and_renames(p, p.lasts, p.column_history, applied={_statement(d) for d in known}, report=False)
+            continue
         # the batch's own statements applied before (a re-delivered batch): followed to read its
         # events, never applied to the table again (the source may have added the name again)
         for d in (d for d in p.ddl if d in known):
@@ -812,9 +827,11 @@ def follow_past_column_ddl(plan: BatchPlan, past: dict[str, list]) -> None:
                     p.earlier_renames.append(change[2])
                 elif change[0] == "drop" and change[1] in p.drops:
                     p.drops.remove(change[1])
-        ddl = [d for d in known if d not in p.ddl]
-        if ddl and any(n in p.lasts for n in p.columns):
-            _follow_drops_and_renames(p, p.lasts, sorted(ddl, key=lambda d: order_key(d[0])), earlier=True)
+
+
+def _statement(d: tuple) -> tuple:
+    """A column DDL statement ``(order, text, ddl)`` as a hashable key."""
+    return (tuple(d[0]), d[1], d[2])
 
 
 def names_back(columns: list[str], history: list[tuple[list, str, str]]) -> dict[str, tuple[list | None, list[tuple[str, list]]]]:
@@ -852,34 +869,50 @@ def names_back(columns: list[str], history: list[tuple[list, str, str]]) -> dict
     return out
 
 
-def _follow_drops_and_renames(p: TablePlan, lasts: dict[str, list], ddl: list | None = None, earlier: bool = False) -> None:
+def _follow_drops_and_renames(p: TablePlan, lasts: dict[str, list], ddl: list | None = None, applied=frozenset(),
+                              report: bool = True) -> None:
     """Apply the column drops and renames of the batch's DDL (in position order) to
-    ``p.columns`` and record them in ``p.drops``/``p.renames``. ``lasts``: column name -> the
-    order key of the last event of the batch that declares it; a column declared after the
-    DDL that drops or renames it was added again and stays. ``ddl``: other statements than
-    the batch's (``(order, text, ddl)``); ``earlier``: they are an earlier batch's, already
-    applied to the table: only a column the batch declares is followed, nothing is reported."""
+    ``p.columns`` and record them in ``p.drops``/``p.renames`` (new name -> the name the table
+    has now). ``lasts``: column name -> the order key of the last event of the batch that
+    declares it; a column declared after the DDL that drops or renames it was added again and
+    stays. ``ddl``: the statements instead of the batch's (``(order, text, ddl)``, in position
+    order); those in ``applied`` (:func:`_statement` keys) are an earlier batch's, already
+    applied to the table: only a column the batch declares is followed (or the new name of one
+    of the batch's renames: a chain), and recorded in ``p.earlier_renames``. ``report``: say
+    in ``p.unapplied`` what the batch's statements cannot do."""
     from cdclake.apply.ddl import column_changes
 
-    for order, _text, ddl in p.ddl if ddl is None else ddl:
+    for statement in p.ddl if ddl is None else ddl:
+        order, ddl_text = statement[0], statement[2]
+        earlier = _statement(statement) in applied
         at = order_key(order)
-        for change in column_changes(ddl):
+        for change in column_changes(ddl_text):
             if change[0] == "unknown":
-                if not earlier:
+                if report and not earlier:
                     p.unapplied.append(f"not applied: {change[1]} (not understood)")
                 continue
             old = change[1]
             if change[0] == "drop" and old in p.key:
-                if not earlier:
+                if report and not earlier:
                     p.unapplied.append(f"not applied: drop column {old} (a key column of the table)")
                 continue
-            if old in lasts and lasts[old] > at or earlier and old not in lasts:
+            # an earlier batch's statement that renames on or drops the new name of one of this
+            # batch's renames, later than it (a chain of renames whose later step arrived
+            # first): the batch's rename goes on to the chain's end, and is applied as this
+            # batch's (the table still has the batch's old name, from events older than it)
+            chained = (earlier and old in p.renames and old not in p.earlier_renames and old in p.rename_orders
+                       and order_key(p.rename_orders[old]) < at)
+            if old in lasts and lasts[old] > at or earlier and old not in lasts and not chained:
                 continue
             if change[0] == "drop":
+                if chained and p.renames[old] not in p.key and p.renames[old] not in p.drops:
+                    p.drops.append(p.renames[old])  # the batch's old name, dropped in the end
                 p.columns.pop(old, None)
                 p.untyped = [n for n in p.untyped if n != old]
                 p.renames = {n: o for n, o in p.renames.items() if n != old}
                 p.rename_from.pop(old, None)
+                if chained:
+                    p.rename_orders.pop(old, None)
                 if old not in p.drops and not earlier:  # (an earlier batch dropped it: a column of
                     p.drops.append(old)  # that name in the table now was added again, and stays)
                 continue
@@ -896,11 +929,22 @@ def _follow_drops_and_renames(p: TablePlan, lasts: dict[str, list], ddl: list | 
                 untyped = old in p.untyped and (t_new is None or new in p.untyped)
                 p.columns = {(new if n == old else n): (wide if n == old else t) for n, t in p.columns.items() if n != new}
                 p.untyped = [n for n in p.untyped if n not in (old, new)] + ([new] if untyped else [])
-            p.renames[new] = p.renames.pop(old, old)
+            if not earlier and old in p.earlier_renames:  # the table has old (an earlier batch named it)
+                p.renames.pop(old, None)
+                p.rename_orders.pop(old, None)
+                p.earlier_renames.remove(old)
+                p.renames[new] = old
+            else:
+                p.renames[new] = p.renames.pop(old, old)
             p.rename_from[new] = [old, *(n for n in p.rename_from.pop(old, []) if n not in (old, new))]
-            p.rename_orders[new] = list(order)
+            # (a chained rename keeps the batch statement's order: a row set before it takes the
+            # old name's value when the two are merged)
+            p.rename_orders[new] = p.rename_orders.pop(old) if chained else list(order)
             p.key = [new if k == old else k for k in p.key]
-            if earlier:
+            if chained:
+                if old in lasts:
+                    lasts.setdefault(new, lasts[old])
+            elif earlier:
                 p.earlier_renames.append(new)
                 if old in lasts:  # a later statement of the chain (b -> c after a -> b) follows it
                     lasts.setdefault(new, lasts[old])

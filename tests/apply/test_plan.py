@@ -208,6 +208,45 @@ def test_drops_and_renames_of_the_batch_ddl_shape_the_columns():
     assert (p.columns, p.untyped) == ({"id": "int", "cost": "decimal(38,10)"}, ["cost"])
 
 
+def test_a_rename_whose_later_step_arrived_first_goes_on_to_the_chain_end():
+    # a -> b at 2 arrives in a batch after b -> c (or DROP COLUMN b) at 36 was applied (the
+    # progress table's column_ddl): the table has a (events older than 2) and c; the batch's
+    # rename is a -> c, merged into c as of 2 (delta_table.evolve_table); a drop at the chain's
+    # end drops a. Found by the applier property's simulated shape (seed 10, shuffle seed 1,
+    # recreate_renamed on: audit_log kept its column at beside renamed_2)
+    from cdclake.apply.plan import follow_past_column_ddl
+
+    def known(at, text):
+        return ([Decimal(at)], str(at), f"ALTER TABLE t {text}")
+
+    late = {"order": [Decimal(2)], "text": "2", "ddl": "ALTER TABLE t RENAME COLUMN a TO b"}
+    for later, renames, drops in ((["RENAME COLUMN b TO c"], {"c": "a"}, []), (["RENAME COLUMN b TO x", "RENAME COLUMN x TO c"], {"c": "a"}, []),
+                                  (["DROP COLUMN b"], {}, ["a"]), (["RENAME COLUMN b TO a"], {"a": "a"}, [])):
+        for declared in ([col("id", "int"), col("a", "string")], None):  # with events older than 2, or the DDL alone
+            plan = build_plan([table_row(declared, None, ddls=[late])])
+            follow_past_column_ddl(plan, {"db.t": [known(36 + i, text) for i, text in enumerate(later)]})
+            [p] = plan.tables
+            assert (p.renames, p.drops, p.earlier_renames) == (renames, drops, []), (later, declared)
+            assert {n: o for n, o in p.rename_orders.items()} == {n: [Decimal(2)] for n in renames}, later
+            if declared:
+                assert p.columns == {"id": "int", **{n: "string" for n in renames}}, later
+    # interleaved: a -> b at 2 applied before; this batch brings b -> c at 36 and events that
+    # declare a (older than 2), b and c: one pass in position order reads a and b as c, and
+    # the table's b (not a, which it no longer has) is renamed, or merged into c
+    mid = {"order": [Decimal(36)], "text": "36", "ddl": "ALTER TABLE t RENAME COLUMN b TO c"}
+    plan = build_plan([table_row([col("id", "int"), col("a", "string")], None, ddls=[mid], last_order=[Decimal(1)]),
+                       table_row([col("id", "int"), col("b", "string")], None, first=(5,), last_order=[Decimal(30)]),
+                       table_row([col("id", "int"), col("c", "string")], None, first=(37,), last_order=[Decimal(40)])])
+    follow_past_column_ddl(plan, {"db.t": [known(2, "RENAME COLUMN a TO b")]})
+    [p] = plan.tables
+    assert (p.columns, p.renames, p.rename_from, p.rename_orders, p.earlier_renames, p.drops) == (
+        {"id": "int", "c": "string"}, {"c": "b"}, {"c": ["b", "a"]}, {"c": [Decimal(36)]}, [], [])
+    # a statement older than the batch's rename is not its chain: b -> c at 1 named another column b
+    plan = build_plan([table_row([col("id", "int"), col("a", "string")], None, ddls=[late])])
+    follow_past_column_ddl(plan, {"db.t": [known(1, "RENAME COLUMN b TO c")]})
+    assert (plan.tables[0].renames, plan.tables[0].rename_orders) == ({"b": "a"}, {"b": [Decimal(2)]})
+
+
 def test_table_end_reads_drop_and_truncate_statements():
     from cdclake.apply.ddl import table_end
 

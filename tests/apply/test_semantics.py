@@ -442,6 +442,42 @@ def _late_event_of_a_renamed_table_older_than_its_column_drop():
             (late, {"t": [], "n": [(1, "a2", None), (2, "b", None)]})]
 
 
+def _column_rename_chain_whose_later_step_arrives_first():
+    # t: at -> r1 at 2 and r1 -> r2 at 36 at the source; the second statement arrives a batch
+    # before the first (Debezium's schema topic read apart from the table's topic). Batch 2's
+    # rename goes on to r2 (plan._follow_drops_and_renames, a chained rename): at is merged
+    # into r2 as of 2 and dropped, not renamed to r1 beside r2. d: the same with DROP COLUMN r1
+    # at 36: at is dropped. Checked in test_scenarios_in_shared_batches (the rows here are
+    # (id, name, amount); the chain is on a fourth column)
+    ts = {"source_type": "datetime", "spark_type": "timestamp", "precision": None, "scale": None, "nullable": True}
+    first, second = [], []
+    for table, end in (("t", "RENAME COLUMN r1 TO r2"), ("d", "DROP COLUMN r1")):
+        def cols(name):
+            return COLS + [dict(ts, name=name)] if name else COLS
+
+        def ddl(pos, text):
+            return dict(ev(None, pos, kind="ddl", table=table), ddl=f"ALTER TABLE db.{{table}} {text}")
+
+        last = "r2" if table == "t" else None
+        first += [ev("c", 1, {**row(1, "a"), "at": "2020-01-01 00:00:01"}, table=table, columns=cols("at")),
+                  ev("c", 5, {**row(2, "b"), "r1": "2020-01-01 00:00:05"}, table=table, columns=cols("r1")), ddl(36, end),
+                  ev("c", 40, {**row(3, "c"), **({last: "2020-01-01 00:00:40"} if last else {})}, table=table, columns=cols(last))]
+        second += [ddl(2, "RENAME COLUMN at TO r1")]
+    # i: interleaved: at -> r1 at 2 arrives first, then r1 -> r2 at 36 with the insert at 1
+    # that names at: one pass in position order (plan.follow_past_column_ddl) reads at as r2,
+    # and the table's r1 is renamed to r2
+    def ddl_i(pos, text):
+        return dict(ev(None, pos, kind="ddl", table="i"), ddl=f"ALTER TABLE db.{{table}} {text}")
+
+    first += [ddl_i(2, "RENAME COLUMN at TO r1"), ev("c", 5, {**row(2, "b"), "r1": "2020-01-01 00:00:05"}, table="i",
+                                                    columns=COLS + [dict(ts, name="r1")])]
+    second += [ev("c", 1, {**row(1, "a"), "at": "2020-01-01 00:00:01"}, table="i", columns=COLS + [dict(ts, name="at")]),
+               ddl_i(36, "RENAME COLUMN r1 TO r2"),
+               ev("c", 40, {**row(3, "c"), "r2": "2020-01-01 00:00:40"}, table="i", columns=COLS + [dict(ts, name="r2")])]
+    rows = [(1, "a", None), (2, "b", None), (3, "c", None)]
+    return [(first, {"t": rows, "d": rows, "i": [(2, "b", None)]}), (second, {"t": rows, "d": rows, "i": rows})]
+
+
 def _late_events_of_a_renamed_table_follow_it():
     # an event of t older than its rename (t -> n at 10) that arrives after the rename was
     # applied belongs to n (cdclake.apply.renames.relabel_late): an update lands there, an
@@ -730,6 +766,7 @@ SCENARIOS = {
     "rename": _table_rename_moves_the_rows,
     "recreate": _table_created_again_before_its_rename_arrives,
     "rencol": _late_event_of_a_renamed_table_older_than_its_column_drop,
+    "colchain": _column_rename_chain_whose_later_step_arrives_first,
     "renlate": _late_events_of_a_renamed_table_follow_it,
     "renpart": _renamed_table_keeps_positions_per_column,
     "renread": _late_snapshot_read_of_a_renamed_table_lands,
@@ -770,6 +807,13 @@ def test_scenarios_in_shared_batches(spark, tmp_path):
     assert dtypes == {"widen": "bigint", "widendel": "decimal(12,2)"}
     assert [c for c in spark.read.format("delta").load(f"{tmp_path}/db.rencol_n").columns if not c.startswith("_cdc")] == [
         "id", "name", "amount"]
+    # colchain: at merged into r2 as of 2 (1 takes at's value), or dropped at the chain's end
+    chain = {t: spark.read.format("delta").load(f"{tmp_path}/db.{t}") for t in ("colchain", "colchain_d", "colchain_i")}
+    assert {t: [c for c in df.columns if not c.startswith("_cdc")] for t, df in chain.items()} == {
+        "colchain": ["id", "name", "amount", "r2"], "colchain_d": ["id", "name", "amount"], "colchain_i": ["id", "name", "amount", "r2"]}
+    for t in ("colchain", "colchain_i"):
+        assert sorted((r["id"], str(r["r2"])) for r in chain[t].collect()) == [
+            (1, "2020-01-01 00:00:01"), (2, "2020-01-01 00:00:05"), (3, "2020-01-01 00:00:40")], t
     # recreate: cn has c's columns at the rename; c, the table created again, its own
     source = {t: [(n, d) for n, d in spark.read.format("delta").load(f"{tmp_path}/db.recreate_{t}").dtypes if not n.startswith("_cdc")]
               for t in ("c", "cn")}
