@@ -651,7 +651,8 @@ def columns_at_point(spark: SparkSession, target: str, r: TableRename, states: d
     source columns now (name -> Spark type). Returns ``{name now: (name at the point, Spark
     type at the point)}`` for each column the old table had at the point: a column is there
     when an event of the old name, or of a table renamed into it before (:func:`renamed_into`),
-    older than the point declares it in ``_cdclake/changelog`` (snapshot reads ranked below the
+    older than the point declares it in ``_cdclake/changelog`` (a data change, or a DDL event
+    whose column list is the table's after it; snapshot reads ranked below the
     stream count as older, as :func:`source_rows` reads them), by its name before the old
     table's column renames after the point (:func:`cdclake.apply.plan.names_back`); its type is
     the widest those events declare (:func:`cdclake.apply.types.widen`), the type now when
@@ -673,7 +674,7 @@ def columns_at_point(spark: SparkSession, target: str, r: TableRename, states: d
     names = ", ".join(sorted({_str(n) for n in renamed_into(states, r.old_name, point)}))
     fmts = ", ".join(_str(f) for f in snapshot_position_formats()) or "''"
     declared = (spark.read.format("delta").load(path)
-                .where(f"kind = 'data' AND {QUALIFIED_NAME_SQL} IN ({names})"
+                .where(f"kind IN ('data', 'ddl') AND {QUALIFIED_NAME_SQL} IN ({names})"
                        f" AND (position.order < {_order_sql(point)} OR coalesce(op = 'r' AND format NOT IN ({fmts}), false))")
                 .select(F.explode("columns").alias("c")).select("c.name", "c.spark_type").distinct().collect())
     if not declared:
