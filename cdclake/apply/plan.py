@@ -745,8 +745,10 @@ def _field(x, name: str):
 
 def _read_table_renames(renames: dict, table: tuple, x) -> None:
     """Add the table renames of DDL event ``x`` (an entry of the aggregate's ``ddls``) of table
-    ``table`` (database, schema, table) to ``renames``, known by (order, record, ddl, step): a
-    statement read as an event of both tables counts once. A name of one part is in the DDL
+    ``table`` (database, schema, table) to ``renames``, known by (order, record, ddl, step, the
+    names it resolves to): a statement read as an event of both tables counts once, and one
+    text of two sources (an unqualified ``RENAME TABLE t TO u`` of two databases, whose records
+    may share coordinates: two topics' partition and offset) counts for each. A name of one part is in the DDL
     event's database (and schema); of two parts, ``database.table`` where the source has no
     schemas (the event's schema is null), else ``schema.table`` in the event's database."""
     from cdclake.apply.ddl import table_renames
@@ -762,7 +764,7 @@ def _read_table_renames(renames: dict, table: tuple, x) -> None:
     order, record = _list(x["order"]), record_tuple(_field(x, "record"))
     for step, (old, new) in enumerate(table_renames(x["ddl"]), start=1):
         m = TableRename(order, x["text"], _field(x, "etime"), record, _field(x, "format"), x["ddl"], step, resolve(old), resolve(new))
-        renames.setdefault((tuple(order_key(order)), record_key(record), x["ddl"], step), m)
+        renames.setdefault((tuple(order_key(order)), record_key(record), x["ddl"], step, m.old, m.new), m)
 
 
 def _first_seen(firsts: dict, name: str, at: tuple) -> None:

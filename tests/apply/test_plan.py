@@ -329,6 +329,12 @@ def test_table_renames_are_planned_once_with_names_resolved_and_grouped():
         (("db", "s2", "p"), ("db", "public", "q"), 1, "7", 7000, ("f", 3, None, None)),  # a source with schemas
     ]
     assert [rename_point(r) for r in renames[1:3]] == [[5, 1], [5, 2]]
+    # one unqualified statement of two databases at the same position and record coordinates
+    # (two topics' partition and offset; the applier property's examples, which share one
+    # simulated file): a rename of each (the second was lost when the key left the names out)
+    two = [table_row(None, None, database=db, table="t", ddls=[ddl(9, "RENAME TABLE `t` TO `t_r1`", 4)]) for db in ("x0", "x1")]
+    assert [(r.old, r.new) for r in build_plan(two).renames] == [(("x0", None, "t"), ("x0", None, "t_r1")),
+                                                                 (("x1", None, "t"), ("x1", None, "t_r1"))]
     # steps that share a table wait for the earlier one; others go together
     assert [[(r.old[2], r.new[2]) for r in w] for w in waves(renames)] == [
         [("x", "y"), ("a", "tmp")], [("b", "a")], [("tmp", "b"), ("p", "q")]]
