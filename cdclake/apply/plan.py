@@ -801,34 +801,29 @@ def follow_past_column_ddl(plan: BatchPlan, past: dict[str, list]) -> None:
     re-delivered event naming a column by its old name), is renamed in ``p.columns`` (and read
     from its old name: ``p.renames``) or dropped from them, as that statement did; without
     this it would be added to the table again and the renamed column's value lost. A column
-    declared by an event newer than the statement (added again at the source) stays. Changes
-    ``plan``'s table plans in place; nothing is recorded as a schema change (the table has
-    the columns already). Pure Python."""
-    from cdclake.apply.ddl import column_changes
-
+    declared by an event newer than the statement (added again at the source) stays. The
+    batch's own statements and the earlier ones are followed together, in position order, so
+    a chain of renames whose steps arrive in different batches, in any order, ends in one
+    column (a rename of this batch that an applied statement renames on or drops is applied
+    to the chain's end). Changes ``plan``'s table plans in place; an earlier statement is not
+    recorded as a schema change (the table has the columns already). Pure Python."""
     for p in plan.tables:
         known = past.get(p.name, [])
         # (each statement once: a re-delivered one is in the batch twice, or known already)
         each = {(tuple(order), text, ddl): (order, text, ddl) for order, text, ddl in [*known, *column_ddl(p)]}
         p.column_history = sorted(each.values(), key=lambda d: order_key(d[0]))
-        ddl = [d for d in known if d not in p.ddl]
-        if ddl and p.declared is not None:
-            # the batch's statements and the earlier batches', in one pass in position order (a
-            # chain of renames may interleave them: a -> b applied before, b -> c in this
-            # batch, events declaring a): the columns as the events declare them, followed again
+        if known and p.declared is not None:
+            # the batch's statements and the earlier batches' (the batch's own applied before
+            # too: a re-delivered batch), in one pass in position order: the columns as the
+            # events declare them, followed again. A statement applied before is followed to
+            # read the events, never applied to the table again (the source may have added the
+            # name again), unless it goes on with a rename of this batch (a chain whose steps
+            # arrive in any order: a -> b applied, b -> c now with events declaring a; or
+            # b -> c applied, then a -> b)
             columns, untyped, key, lasts = p.declared
             p.columns, p.untyped, p.key, p.lasts = dict(columns), list(untyped), list(key), dict(lasts)
             p.drops, p.renames, p.rename_from, p.rename_orders, p.earlier_renames = [], {}, {}, {}, []
             _follow_drops_and_renames(p, p.lasts, p.column_history, applied={_statement(d) for d in known}, report=False)
-            continue
-        # the batch's own statements applied before (a re-delivered batch): followed to read its
-        # events, never applied to the table again (the source may have added the name again)
-        for d in (d for d in p.ddl if d in known):
-            for change in column_changes(d[2]):
-                if change[0] == "rename" and change[2] in p.renames and change[2] not in p.earlier_renames:
-                    p.earlier_renames.append(change[2])
-                elif change[0] == "drop" and change[1] in p.drops:
-                    p.drops.remove(change[1])
 
 
 def _statement(d: tuple) -> tuple:

@@ -241,6 +241,17 @@ def test_a_rename_whose_later_step_arrived_first_goes_on_to_the_chain_end():
     [p] = plan.tables
     assert (p.columns, p.renames, p.rename_from, p.rename_orders, p.earlier_renames, p.drops) == (
         {"id": "int", "c": "string"}, {"c": "b"}, {"c": ["b", "a"]}, {"c": [Decimal(36)]}, [], [])
+    # the later step delivered again with the earlier one (a -> b new, b -> c applied before and
+    # in this batch too): a -> c, as above (seed 6, shuffle seed 1); the whole batch delivered
+    # again: nothing to apply, its events read as c
+    again = {"order": [Decimal(36)], "text": "36", "ddl": "ALTER TABLE t RENAME COLUMN b TO c"}
+    for applied, renames, earlier in (([known(36, "RENAME COLUMN b TO c")], {"c": "a"}, []),
+                                      ([known(2, "RENAME COLUMN a TO b"), known(36, "RENAME COLUMN b TO c")], {"c": "a"}, ["b", "c"])):
+        plan = build_plan([table_row([col("id", "int"), col("a", "string")], None, ddls=[late, again], last_order=[Decimal(1)])])
+        follow_past_column_ddl(plan, {"db.t": applied})
+        [p] = plan.tables
+        assert (p.columns, p.renames, p.earlier_renames, p.drops_or_renames_columns) == (
+            {"id": "int", "c": "string"}, renames, earlier, not earlier), applied
     # a statement older than the batch's rename is not its chain: b -> c at 1 named another column b
     plan = build_plan([table_row([col("id", "int"), col("a", "string")], None, ddls=[late])])
     follow_past_column_ddl(plan, {"db.t": [known(1, "RENAME COLUMN b TO c")]})
