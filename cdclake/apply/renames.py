@@ -388,12 +388,13 @@ def _apply_again(spark: SparkSession, target: str, steps: list[tuple[TableRename
     at the rename; the old name's later changes, counted again after the rename ended its old
     rows, no longer take an old table's copy (a table without a key).
 
-    The events of transactions still held (``_cdclake/held``) stay out (the batch that
-    completes them applies them). Cost: one scan of the changelog (filtered by table) and one
-    more apply, only in such a batch. Returns the apply's results."""
+    The events of transactions still held and never applied (``_cdclake/held``:
+    :func:`_still_open`) stay out (the batch that completes them applies them); a held part
+    delivered again of a transaction applied before does not keep the transaction's changes
+    out. Cost: one scan of the changelog (filtered by table) and one more apply, only in such a
+    batch; with transactions held, one more scan and aggregate. Returns the apply's results."""
     from cdclake.apply.batch import _apply
     from cdclake.apply.plan import tx_key_sql
-    from cdclake.apply.transactions import read_held
 
     path = f"{target}/{audit.CHANGELOG}"
     if not DeltaTable.isDeltaTable(spark, path):
@@ -404,9 +405,8 @@ def _apply_again(spark: SparkSession, target: str, steps: list[tuple[TableRename
     events = (spark.read.format("delta").load(path).where(f"kind = 'data' AND {QUALIFIED_NAME_SQL} IN ({names})")
               .select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in EVENT_SCHEMA.fields]))
     if progress.held_version() is not None:  # an open transaction's changes wait for the rest of it
-        held = read_held(spark, target, progress.held_version()).select(F.expr(tx_key_sql(every_kind=True)).alias("_held_tx"))
-        events = events.join(held.where("_held_tx IS NOT NULL").distinct(), F.expr(tx_key_sql(every_kind=True)) == F.col("_held_tx"),
-                             "left_anti")
+        events = events.join(F.broadcast(_still_open(spark, target, progress.held_version())),
+                             F.expr(tx_key_sql(every_kind=True)) == F.col("_open_tx"), "left_anti")
     events = events.persist()
     try:
         name = "-".join(str(i) for _r, i in steps)
@@ -414,6 +414,29 @@ def _apply_again(spark: SparkSession, target: str, steps: list[tuple[TableRename
                       fmt, None, None, None, progress, changelog=False, relabel=True)
     finally:
         events.unpersist()
+
+
+def _still_open(spark: SparkSession, target: str, held_version: int) -> DataFrame:
+    """The held transactions (``_cdclake/held`` at ``held_version``) that were never applied:
+    one column ``_open_tx`` (their :func:`cdclake.apply.plan.tx_key_sql` keys). A transaction
+    is held until a batch brings the rest of it, so one whose events in ``_cdclake/changelog``
+    (every table's, every delivery) make it whole was applied, and what is held of it is a part
+    delivered again (held until the timeout: :mod:`cdclake.apply.transactions`); its changes
+    are not left out of a re-feed. Whole as the gate tells it
+    (:func:`cdclake.apply.transactions.open_condition`, by the planning aggregate with
+    ``transactions``, over the changelog's events of the held transactions). One scan of the
+    changelog and one aggregate, collected on the driver."""
+    from cdclake.apply.plan import summarize, tx_key_sql
+    from cdclake.apply.transactions import read_held
+
+    key = F.expr(tx_key_sql(every_kind=True))
+    held = read_held(spark, target, held_version).select(key.alias("_held_tx")).where("_held_tx IS NOT NULL").distinct()
+    logged = spark.read.format("delta").load(f"{target}/{audit.CHANGELOG}").select(
+        *[F.col(f.name).cast(f.dataType).alias(f.name) for f in EVENT_SCHEMA.fields])
+    mine = logged.join(F.broadcast(held), key == F.col("_held_tx"), "left_semi").select(
+        "*", F.lit(False).alias("from_held"), F.lit(None).cast("bigint").alias("held_at_ms"))
+    open_ids = [r["tx"] for r in summarize(mine, transactions=True) if r["by_tx"] == 0 and r["open"] and r["tx"] is not None]
+    return spark.createDataFrame([(i,) for i in open_ids], "_open_tx string")
 
 
 def renamed_into(states: dict, name: str, point: list) -> list[str]:
