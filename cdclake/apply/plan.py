@@ -291,9 +291,11 @@ class TableRename:
     event_time_ms: its event time (ms since the epoch, UTC; may be None).
     record: its source record coordinates (:func:`record_tuple`), format: its format's name.
     ddl: the statement's text. step: the rename's place among the batch's renames of its
-        position (1-based, in record order, then statement order: ``RENAME TABLE a TO b, b TO
-        c`` is two steps, done in order).
+        position and of its DDL event's database and schema (1-based, in record order, then
+        statement order: ``RENAME TABLE a TO b, b TO c`` is two steps, done in order); another
+        source's rename at the same position does not move it.
     old, new: ``(database, schema, table)`` of the table renamed and of its new name.
+    source: ``(database, schema)`` of the DDL event (the namespace its steps are numbered in).
     """
 
     order: Order
@@ -305,6 +307,7 @@ class TableRename:
     step: int
     old: tuple
     new: tuple
+    source: tuple | None = None
 
     @property
     def old_name(self) -> str:
@@ -728,10 +731,13 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
             )
         )
     steps = sorted(renames.values(), key=lambda m: (order_key(m.order), record_key(m.record), m.step))
-    # numbered per position, not per statement: two statements of one position (Canal's coarse
-    # positions) get distinct points, in record order
-    for i, m in enumerate(steps):
-        m.step = steps[i - 1].step + 1 if i and steps[i - 1].order == m.order else 1
+    # numbered per position and source namespace, not per statement: two statements of one
+    # position (Canal's coarse positions) get distinct points, in record order; a rename of
+    # another database at the same position (another source) does not change a step's point
+    last: dict[tuple, int] = {}
+    for m in steps:
+        at = (tuple(order_key(m.order)), m.source)
+        m.step = last[at] = last.get(at, 0) + 1
     return BatchPlan(sorted(plans.values(), key=lambda p: p.name), progress, records, steps)
 
 
@@ -763,7 +769,8 @@ def _read_table_renames(renames: dict, table: tuple, x) -> None:
 
     order, record = _list(x["order"]), record_tuple(_field(x, "record"))
     for step, (old, new) in enumerate(table_renames(x["ddl"]), start=1):
-        m = TableRename(order, x["text"], _field(x, "etime"), record, _field(x, "format"), x["ddl"], step, resolve(old), resolve(new))
+        m = TableRename(order, x["text"], _field(x, "etime"), record, _field(x, "format"), x["ddl"], step, resolve(old), resolve(new),
+                        tuple(table[:2]))
         renames.setdefault((tuple(order_key(order)), record_key(record), x["ddl"], step, m.old, m.new), m)
 
 

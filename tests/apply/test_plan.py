@@ -344,8 +344,9 @@ def test_table_renames_are_planned_once_with_names_resolved_and_grouped():
     # (two topics' partition and offset; the applier property's examples, which share one
     # simulated file): a rename of each (the second was lost when the key left the names out)
     two = [table_row(None, None, database=db, table="t", ddls=[ddl(9, "RENAME TABLE `t` TO `t_r1`", 4)]) for db in ("x0", "x1")]
-    assert [(r.old, r.new) for r in build_plan(two).renames] == [(("x0", None, "t"), ("x0", None, "t_r1")),
-                                                                 (("x1", None, "t"), ("x1", None, "t_r1"))]
+    # each its own step 1: its point does not depend on another source's renames in the batch
+    assert [(r.old, r.new, r.step) for r in build_plan(two).renames] == [(("x0", None, "t"), ("x0", None, "t_r1"), 1),
+                                                                         (("x1", None, "t"), ("x1", None, "t_r1"), 1)]
     # steps that share a table wait for the earlier one; others go together
     assert [[(r.old[2], r.new[2]) for r in w] for w in waves(renames)] == [
         [("x", "y"), ("a", "tmp")], [("b", "a")], [("tmp", "b"), ("p", "q")]]
