@@ -63,8 +63,9 @@ which takes those older than P to ``b``; the moved rows declare ``a``'s columns 
 those the new ``a`` added, widened or renamed (:func:`columns_at_point`). A change of
 ``b`` at exactly P (a format whose
 positions are coarse: Canal's ``es`` and batch ``id``) is older than the rename's point
-whatever its record, so the move replaces it; renames of one position are numbered in one
-batch, not across batches.
+whatever its record, so the move replaces it; renames of one position and one source
+namespace (the DDL event's database and schema) are numbered in one batch, not across
+batches (two such statements delivered in different batches can get the same point).
 """
 
 from __future__ import annotations
