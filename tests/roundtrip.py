@@ -440,17 +440,18 @@ def format_workload(fmt: str, seed: int, events: int = SCRAMBLED_EVENTS, renames
 
 def simulated_workload(
     seed: int, events: int = SCRAMBLED_EVENTS, rename_tables: bool = False, identical_rows: bool = False, drop_rename: bool = False,
-    rename_keyless: bool = True,
+    rename_keyless: bool = True, recreate_renamed: bool = False,
 ) -> SimResult:
     """The format-free workload of the applier property: every table template (keyless
     included), truncates with columns, ADD/widen DDL, table drops (each followed by the table's
     CREATE again); with ``drop_rename``, DROP and RENAME COLUMN (the applier reads an event
     with the columns in force at its position in any arrival order since session 25; off, the
     same seed gives the stream it gave before); with ``rename_tables``, table renames (``RENAME
-    TABLE a TO b``, at most one per table; ``rename_keyless`` False: keyed tables only); with ``identical_rows``, copies of the keyless table's rows (the
+    TABLE a TO b``, at most one per table; ``rename_keyless`` False: keyed tables only; ``recreate_renamed``:
+    a table created again under the old name right after, Workload's option); with ``identical_rows``, copies of the keyless table's rows (the
     oracle's tables are multisets, its histories end the copy that began first)."""
     return Workload(seed, events=events, drop_tables=True, drop_rename=drop_rename, rename_tables=rename_tables,
-                    identical_rows=identical_rows, rename_keyless=rename_keyless).generate()
+                    identical_rows=identical_rows, rename_keyless=rename_keyless, recreate_renamed=recreate_renamed).generate()
 
 
 # ---- scrambled ingests through the real pipeline -------------------------------------------

@@ -142,16 +142,18 @@ def table_units(events: list[dict]) -> list[int]:
 
 
 def prepare(k: int, shape: str, case: Case, renames: bool = False, copies: bool = False, column_ddl: bool = False,
-            rename_keyless: bool = True) -> Example:
+            rename_keyless: bool = True, recreate_renamed: bool = False) -> Example:
     """Example ``k``: its events (tagged ``_x<k>``), scrambled into batches, the keys to
     configure and the oracle's tables. ``renames``: the simulated shape and the formats that
     carry DDL text (:data:`tests.roundtrip.RENAMES_CARRIED`) rename tables too (``rename_keyless``
     False: keyed tables only), and the simulated shape drops and renames columns (``DROP``/``RENAME
     COLUMN``), as it does with ``column_ddl`` alone (the SCD type 2 property: the histories
-    follow column DDL). ``copies``: the simulated shape's keyless table gets identical rows."""
+    follow column DDL). ``copies``: the simulated shape's keyless table gets identical rows.
+    ``recreate_renamed``: the simulated shape creates a renamed table again under its old name."""
     if shape == "simulated":
         source = simulated_workload(case.seed, EVENTS, rename_tables=renames, identical_rows=copies,
-                                    drop_rename=renames or column_ddl, rename_keyless=rename_keyless).events
+                                    drop_rename=renames or column_ddl, rename_keyless=rename_keyless,
+                                    recreate_renamed=recreate_renamed).events
         events = [tag_event(e, k) for e in source]
         keys: dict[str, list[str]] = {}
         history: dict = {}
@@ -207,6 +209,33 @@ def test_scrambled_workloads_match_the_oracle(spark, tmp_path_factory, batch):
     apply_all(spark, target, [b for b in batches if b], keys)
     check(spark, target, examples, "after the scrambled batches")
     apply_all(spark, target, [[e for b in batches for e in b]], keys)  # everything again: nothing may change
+    check(spark, target, examples, "after the replay")
+
+
+#: the property below runs under the ``thorough`` profile only (``bin/test --thorough``): the
+#: suite's time (three workloads, about 40 s each here)
+RECREATE_RENAMED = os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
+
+
+@pytest.mark.skipif(not RECREATE_RENAMED, reason="thorough profile only (bin/test --thorough)")
+@pytest.mark.timeout(2700 * scaled(1))
+@batched(batch=st.tuples(*(cases("simulated", first) for first in (6, 10, 14))))
+def test_tables_created_again_under_a_renamed_name_match_the_oracle(spark, tmp_path_factory, batch):
+    """The simulated shape with ``Workload(recreate_renamed=True)``: right after ``RENAME TABLE
+    a TO b``, ``CREATE TABLE a`` again, written to; scrambled and re-delivered, the changes of
+    the new ``a`` often arrive a batch before the rename (the re-feed from the changelog,
+    ``renames._apply_again``; the new name's columns, ``renames.columns_at_point``). Keyed
+    tables only are renamed: a keyless image capped by a snapshot ranked below the stream is
+    not capped once moved (README limit; probe seeds 22 and 31 in NOTES.md, session 36). The
+    probe of session 36 found four bugs here (column-rename chains in any order, a rename per
+    database, held re-deliveries in the re-feed, the new name's columns)."""
+    examples = [prepare(k, "simulated", case, renames=True, copies=True, rename_keyless=False, recreate_renamed=True)
+                for k, case in enumerate(batch)]
+    target = tmp_path_factory.mktemp("recreate-property") / "lake"
+    batches = [[e for ex in examples if i < len(ex.batches) for e in ex.batches[i]] for i in range(3)]
+    apply_all(spark, target, [b for b in batches if b], {})
+    check(spark, target, examples, "after the scrambled batches")
+    apply_all(spark, target, [[e for b in batches for e in b]], {})  # everything again: nothing may change
     check(spark, target, examples, "after the replay")
 
 
