@@ -403,8 +403,7 @@ def _apply_again(spark: SparkSession, target: str, steps: list[tuple[TableRename
     progress = audit.read_progress(spark, target)
     states = progress.table_states()
     names = ", ".join(sorted({_str(n) for r, _i in steps for n in renamed_into(states, r.old_name, rename_point(r))}))
-    events = (spark.read.format("delta").load(path).where(f"kind = 'data' AND {QUALIFIED_NAME_SQL} IN ({names})")
-              .select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in EVENT_SCHEMA.fields]))
+    events = _read_changelog(spark, target).where(f"kind = 'data' AND {QUALIFIED_NAME_SQL} IN ({names})")
     if progress.held_version() is not None:  # an open transaction's changes wait for the rest of it
         events = events.join(F.broadcast(_still_open(spark, target, progress.held_version())),
                              F.expr(tx_key_sql(every_kind=True)) == F.col("_open_tx"), "left_anti")
@@ -415,6 +414,13 @@ def _apply_again(spark: SparkSession, target: str, steps: list[tuple[TableRename
                       fmt, None, None, None, progress, changelog=False, relabel=True)
     finally:
         events.unpersist()
+
+
+def _read_changelog(spark: SparkSession, target: str) -> DataFrame:
+    """``_cdclake/changelog`` of ``target`` as :data:`cdclake.model.EVENT_SCHEMA` events (every
+    delivery of every table; the caller filters)."""
+    return (spark.read.format("delta").load(f"{target}/{audit.CHANGELOG}")
+            .select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in EVENT_SCHEMA.fields]))
 
 
 def _still_open(spark: SparkSession, target: str, held_version: int) -> DataFrame:
@@ -432,9 +438,7 @@ def _still_open(spark: SparkSession, target: str, held_version: int) -> DataFram
 
     key = F.expr(tx_key_sql(every_kind=True))
     held = read_held(spark, target, held_version).select(key.alias("_held_tx")).where("_held_tx IS NOT NULL").distinct()
-    logged = spark.read.format("delta").load(f"{target}/{audit.CHANGELOG}").select(
-        *[F.col(f.name).cast(f.dataType).alias(f.name) for f in EVENT_SCHEMA.fields])
-    mine = logged.join(F.broadcast(held), key == F.col("_held_tx"), "left_semi").select(
+    mine = _read_changelog(spark, target).join(F.broadcast(held), key == F.col("_held_tx"), "left_semi").select(
         "*", F.lit(False).alias("from_held"), F.lit(None).cast("bigint").alias("held_at_ms"))
     open_ids = [r["tx"] for r in summarize(mine, transactions=True) if r["by_tx"] == 0 and r["open"] and r["tx"] is not None]
     return spark.createDataFrame([(i,) for i in open_ids], "_open_tx string")
@@ -697,7 +701,7 @@ def columns_at_point(spark: SparkSession, target: str, r: TableRename, states: d
     point = rename_point(r)
     names = ", ".join(sorted({_str(n) for n in renamed_into(states, r.old_name, point)}))
     fmts = ", ".join(_str(f) for f in snapshot_position_formats()) or "''"
-    declared = (spark.read.format("delta").load(path)
+    declared = (_read_changelog(spark, target)
                 .where(f"kind IN ('data', 'ddl') AND {QUALIFIED_NAME_SQL} IN ({names})"
                        f" AND (position.order < {_order_sql(point)} OR coalesce(op = 'r' AND format NOT IN ({fmts}), false))")
                 .select(F.explode("columns").alias("c")).select("c.name", "c.spark_type").distinct().collect())
