@@ -886,7 +886,8 @@ def _order_sql(order: list) -> str:
 
 
 def change_rows(
-    events: DataFrame, plan: TablePlan, columns: dict[str, str], truncate: tuple | None, every_update_moves: bool = False
+    events: DataFrame, plan: TablePlan, columns: dict[str, str], truncate: tuple | None, every_update_moves: bool = False,
+    rank: str | None = None,
 ) -> DataFrame:
     """The batch's changes of ``plan``'s table, one row per change, typed as the table's
     columns: ``_c<i>`` (column ``i`` of ``columns``, the image's value), ``_p_c<i>`` (boolean:
@@ -906,7 +907,9 @@ def change_rows(
 
     ``every_update_moves``: every full update with a before image adds the delete of its
     before image, also one whose images are equal (:mod:`cdclake.apply.keyless`: an update
-    of a table without a key is a copy taken and one made)."""
+    of a table without a key is a copy taken and one made). ``rank``: SQL over an event of its
+    stream rank (``op``, ``position.order``); None: :func:`rank_sql` (a table without a key
+    ranks a snapshot read a rename moved in as streamed: :func:`cdclake.apply.keyless.rank_of`)."""
     key = plan.key or list(columns)
     names = list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
@@ -923,7 +926,7 @@ def change_rows(
         )
     else:
         ev = ev.withColumn("_sub", F.lit(1))
-    ev = _applicable(ev).withColumn("_rank", F.expr(rank_sql("op", plan.snapshot_by_position)).cast("int"))
+    ev = _applicable(ev).withColumn("_rank", F.expr(rank or rank_sql("op", plan.snapshot_by_position)).cast("int"))
     if truncate is not None:
         change = order_sql("_rank", "position.order", "_sub", *(f"source_record.{f}" for f in RECORD_FIELDS))
         ev = ev.where(F.expr(f"{change} > {truncate_sql(truncate)}"))

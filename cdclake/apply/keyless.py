@@ -37,6 +37,15 @@ every streamed change (Canal/DTS ``INIT``, Qlik ``REFRESH``: its point among the
 and the stream may hold changes it already read) leaves its images one row or none, as the
 latest counting change says.
 
+A table rename keeps the cap (:mod:`cdclake.apply.renames`): a snapshot read of the old table
+ranked below the stream moves to the new table as a read (op ``r``) at the rename's point
+followed by -1, and so does a late one (``relabel_late``) and a remembered one
+(``_carry_deletes``). Here such a *moved read* (op ``r`` at a position that begins with the
+point of a rename into the table: :attr:`TableState.moved_in`, :attr:`TablePlan.moved_into`)
+ranks as streamed (1), so the new table's truncate at the point keeps it, and caps its image
+as a read ranked below the stream does (:func:`_count`): the image keeps one row or none in
+the new table too, until a truncate (:func:`rank_of`).
+
 Survivors: the greedy matching takes the earliest copies, so the survivors are the latest
 ``count`` of the +1 atoms that count; any ``count`` of them make the same rows (a remembered one
 takes its values from its key's JSON).
@@ -80,6 +89,7 @@ from cdclake.apply.delta_table import (
     _as_table_rows,
     _order_of_change,
     _ord_sql,
+    _order_sql,
     _record_of,
     change_rows,
     latest_version,
@@ -90,6 +100,27 @@ from cdclake.apply.delta_table import (
     table_properties,
     truncate_sql,
 )
+
+
+def moved_read_sql(op: str, pos: str, moved_in: list) -> str:
+    """SQL: the change or row (op ``op``, ``position.order`` ``pos``, both SQL) is a snapshot
+    read that a table rename moved in: op ``r`` at a position that begins with one of
+    ``moved_in`` (rename points, ``position.order`` lists) and is longer. False without points."""
+    if not moved_in:
+        return "false"
+    each = " OR ".join(f"(size({pos}) > {len(p)} AND slice({pos}, 1, {len(p)}) = {_order_sql(p)})"
+                       for p in sorted({tuple(p) for p in moved_in}))
+    return f"coalesce({op} = 'r' AND ({each}), false)"
+
+
+def rank_of(op: str, pos: str, by_position: bool, moved_in: list) -> str:
+    """SQL: the stream rank of a change or row of a table without a key (as
+    :func:`cdclake.apply.delta_table.rank_sql`), but 1 for a snapshot read a rename moved in
+    (:func:`moved_read_sql`): it ranks after the new table's truncate at the rename's point,
+    and :func:`_count` reads it as a read ranked below the stream (a cap)."""
+    if by_position or not moved_in:
+        return rank_sql(op, by_position)
+    return f"CASE WHEN {op} = 'r' AND NOT {moved_read_sql(op, pos, moved_in)} THEN 0 ELSE 1 END"
 
 
 def _flags(live: bool, kept: bool, img: bool) -> list:
@@ -110,11 +141,14 @@ def write_keyless(spark: SparkSession, events: DataFrame, prep: Prepared, delete
     names = list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
     by_position = plan.snapshot_by_position
+    # (renames into the table: a snapshot read they moved in ranks as streamed, see rank_of)
+    moved_in = [*prep.state.moved_in, *plan.moved_into]
 
     def image(cs) -> F.Column:
         return F.to_json(F.struct(*[c.alias(n) for c, n in zip(cs, names)]), KEY_JSON)
 
-    rows = change_rows(events, plan, columns, prep.truncate, every_update_moves=True)
+    rows = change_rows(events, plan, columns, prep.truncate, every_update_moves=True,
+                       rank=rank_of("op", "position.order", by_position, moved_in))
     batch = rows.select(
         *[F.col(alias[n]) for n in names],
         image([F.col(alias[n]) for n in names]).alias("_k"),
@@ -124,7 +158,9 @@ def write_keyless(spark: SparkSession, events: DataFrame, prep: Prepared, delete
     ).persist(StorageLevel.MEMORY_AND_DISK)
     out.cached.append(batch)
     # (a batch that drops or renames a column counts every image again: see the module docstring)
-    recount = plan.drops_or_renames_columns
+    # (and so does a rename's move into it: the remembered atoms carried with it may cap
+    # images that no moved row touches, see rank_of)
+    recount = plan.drops_or_renames_columns or bool(plan.moved_into)
     touched = batch.select("_k").distinct()
 
     def of_touched(df: DataFrame) -> DataFrame:
@@ -138,15 +174,16 @@ def write_keyless(spark: SparkSession, events: DataFrame, prep: Prepared, delete
             image([F.col(q(n)) for n in names]).alias("_k"),
             F.lit(1).alias("_sign"),
             F.col("_cdc_op").alias("_op"),
-            F.expr(_ord_sql(rank_sql("_cdc_op", by_position), "_cdc_position", "1", "_cdc_record")).alias("_ord"),
+            F.expr(_ord_sql(rank_of("_cdc_op", "_cdc_position", by_position, moved_in), "_cdc_position", "1", "_cdc_record")).alias("_ord"),
             F.col("_cdc_position_text").alias("_pos_text"),
             F.col("_cdc_event_time_ms").alias("_etime"),
             *_flags(True, False, True),
         )
         parts.append(of_touched(live))
     # remembered atoms exist only for a table that had a delete (or an update) before
-    if prep.state.delete_position is not None and DeltaTable.isDeltaTable(spark, deletes_path):
-        parts.append(of_touched(_remembered(spark, deletes_path, plan.name, columns, by_position, plan.column_history)))
+    if ((prep.state.delete_position is not None or (plan.moved_into and plan.max_delete is not None))
+            and DeltaTable.isDeltaTable(spark, deletes_path)):
+        parts.append(of_touched(_remembered(spark, deletes_path, plan.name, columns, by_position, plan.column_history, moved_in)))
     atoms = reduce(lambda a, b: a.unionByName(b), parts)
     if prep.truncate is not None:  # remembered atoms older than the table's truncate are gone with it
         atoms = atoms.where(F.expr(f"{_order_of_change('_ord')} > {truncate_sql(prep.truncate)}"))
@@ -160,7 +197,7 @@ def write_keyless(spark: SparkSession, events: DataFrame, prep: Prepared, delete
         F.max_by(F.struct(*payload), F.col("_img").cast("int")).alias("w"),
         F.bool_or("_live").alias("_live"), F.bool_or("_kept").alias("_kept"), F.bool_or("_img").alias("_img"),
     ).select("_k", "_sign", "_ord", "_row_ord", "w.*", "_live", "_kept", "_img")
-    atoms = _count(atoms)
+    atoms = _count(atoms, by_position)
     candidate = (F.col("_sign") == 1) & (F.col("_in_snapshot") | F.col("_after"))
     by_image = Window.partitionBy("_k")
     atoms = atoms.withColumn("_rn", F.row_number().over(by_image.orderBy(candidate.desc(), F.col("_ord").desc())))
@@ -248,7 +285,7 @@ def _remember(spark: SparkSession, df: DataFrame, deletes_path: str, table: str)
                 raise
 
 
-def _count(atoms: DataFrame) -> DataFrame:
+def _count(atoms: DataFrame, by_position: bool = False) -> DataFrame:
     """``atoms`` (one per image, sign and order) with the number of copies of their image
     (``_count``), and which of them count (``_in_snapshot``: a read of the image's latest
     snapshot; ``_after``: a change after it, or any when no snapshot read the image).
@@ -259,10 +296,13 @@ def _count(atoms: DataFrame) -> DataFrame:
     longer counts. So a snapshot taken again (a connector restarted in its snapshot, a full
     load run again) does not copy the rows it reads again. From that count (0 without a
     snapshot) the changes after it go on greedily: ``m + S_n - min(0, min_k(m + S_k))``.
-    Window functions over the image's atoms; no lambda."""
+    A read a rename moved in (:func:`rank_of`: rank 1 in a table whose reads rank below the
+    stream, not ``by_position``) has rank 0 here: it caps its image. Window functions over
+    the image's atoms; no lambda."""
     by_image = Window.partitionBy("_k")
     read = (F.col("_op") == "r") & (F.col("_sign") == 1)
-    point = F.struct(F.col("_ord._rank").alias("r"), F.col("_ord.pos").alias("p"))
+    rank = F.col("_ord._rank") if by_position else F.when(read, F.lit(0)).otherwise(F.col("_ord._rank"))
+    point = F.struct(rank.alias("r"), F.col("_ord.pos").alias("p"))
     atoms = atoms.withColumn("_snap", F.max(F.when(read, point)).over(by_image))
     atoms = atoms.withColumn("_in_snapshot", F.coalesce(read & (point == F.col("_snap")), F.lit(False)))
     atoms = atoms.withColumn("_m", F.sum(F.col("_in_snapshot").cast("int")).over(by_image))
@@ -281,18 +321,19 @@ def _count(atoms: DataFrame) -> DataFrame:
 
 
 def _remembered(spark: SparkSession, deletes_path: str, table: str, columns: dict[str, str], by_position: bool,
-                history: list = ()) -> DataFrame:
+                history: list = (), moved_in: list = ()) -> DataFrame:
     """The remembered atoms of ``table`` (``_cdclake/deletes`` rows with a key) as atoms whose
     image is read from their key (``_img`` false: a row or a change of the batch gives the
     same values first); keys are read back with the table's types and names now and written
     again, so they match after a column widened, was added, dropped or renamed (``history``:
     the table's column DDL, :func:`cdclake.apply.delta_table.remembered_struct_sql`; see
-    ``_drop_older_than_deletes``)."""
+    ``_drop_older_than_deletes``). ``moved_in``: the points of the renames into the table
+    (:func:`rank_of`)."""
     rem = read_deletes(spark, deletes_path, table, latest_version(spark, deletes_path))
     op = F.coalesce(F.col("op"), F.lit("d"))
     # (not a keyed table's remembered move, op m: a table of that name that had a key)
     rem = rem.where(F.col("key").isNotNull() & ~op.eqNullSafe(F.lit(MOVED)))
-    rank = rank_sql("coalesce(op, 'd')", by_position)
+    rank = rank_of("coalesce(op, 'd')", "position", by_position, list(moved_in))
     point = f"struct({rank}, position)"
     rem = rem.withColumn("_v", F.expr(remembered_struct_sql("key", columns, history, point)))
     return rem.select(
@@ -300,7 +341,7 @@ def _remembered(spark: SparkSession, deletes_path: str, table: str, columns: dic
         F.to_json(F.col("_v"), KEY_JSON).alias("_k"),
         F.when(op == "d", -1).otherwise(1).alias("_sign"),
         op.alias("_op"),
-        F.expr(_ord_sql(rank_sql("coalesce(op, 'd')", by_position), "position", "coalesce(sub, 1)", "record")).alias("_ord"),
+        F.expr(_ord_sql(rank, "position", "coalesce(sub, 1)", "record")).alias("_ord"),
         F.col("position_text").alias("_pos_text"),
         F.col("event_time_ms").alias("_etime"),
         *_flags(False, True, False),

@@ -202,6 +202,9 @@ class TablePlan:
         statement's own): kept in the progress table's ``column_ddl`` with the table's own, so a
         late event of the old table moved here is read with the columns in force at its
         position there.
+    moved_into: the points of the table renames whose moved rows the batch brings into this
+        table (set by :mod:`cdclake.apply.renames` for the move's own apply, before the
+        progress table names them: :attr:`TableState.moved_in`).
     """
 
     database: str | None
@@ -239,6 +242,7 @@ class TablePlan:
     rename_orders: dict[str, list] = field(default_factory=dict)
     column_history: list[tuple[list, str, str]] = field(default_factory=list)
     carried_column_ddl: list[tuple[list, str, str]] = field(default_factory=list)
+    moved_into: list[list] = field(default_factory=list)
     #: ``(columns, untyped, key, lasts)`` as the batch's events declare them, before its column
     #: DDL was followed: :func:`follow_past_column_ddl` follows it again together with an
     #: earlier batch's, in position order

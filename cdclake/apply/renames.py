@@ -14,7 +14,10 @@ point:
   and not ended by it (a history table, SCD type 2). So ``b``'s own changes after P, applied
   by the batch before, stay (they are newer), and so do its deletes after P (remembered in
   ``_cdclake/deletes``); a table without a key keeps its identical rows apart (each moved row
-  has its own position). A row with per-column positions (``_cdc_column_orders``) moves as
+  has its own position). A snapshot read ranked below the stream (Canal/DTS ``INIT``, Qlik
+  ``REFRESH``) goes at ``P + [i, -1]``, before them; into a table without a key and without
+  history it stays a read (op ``r``), which caps its image there as in ``a``
+  (:func:`reads_stay`, :func:`cdclake.apply.keyless.rank_of`). A row with per-column positions (``_cdc_column_orders``) moves as
   partial updates at ``P + [i] +`` each column's position (:func:`_moved_by_column`), so it
   keeps them in ``b``.
 * ``a`` is ended at the point, as a truncate: its rows ordered before it are removed (a
@@ -119,16 +122,21 @@ def canonical_text_sql(column: str, spark_type: str) -> str:
     return f"cast({column} as string)"
 
 
-def source_rows(spark: SparkSession, path: str, point: list, by_position: bool) -> tuple[DataFrame, dict[str, str], bool]:
+def source_rows(spark: SparkSession, path: str, point: list, by_position: bool,
+                moved_in: list = ()) -> tuple[DataFrame, dict[str, str], bool]:
     """The rows the table at ``path`` held just before ``point`` (a ``position.order``): a
     table of current rows, its rows ordered before the point (snapshot reads of a format that
-    ranks them below the stream always are); a history table, its versions begun before the
+    ranks them below the stream always are, but for those a rename moved in, at ``moved_in``:
+    :func:`cdclake.apply.keyless.rank_of`); a history table, its versions begun before the
     point and not ended by it. Returns ``(rows, source columns name -> Spark type, history)``;
     ``rows`` has the table's columns."""
+    from cdclake.apply.keyless import rank_of
+
     df = DeltaTable.forPath(spark, path).toDF()
     columns = {f.name: f.dataType.simpleString() for f in df.schema.fields if f.name not in SYSTEM_COLUMNS}
     history = "_cdc_is_current" in df.columns
-    before = (f"{order_sql(rank_sql('_cdc_op', by_position), '_cdc_position', '1', *(f'_cdc_record.{f}' for f in RECORD_FIELDS))}"
+    rank = rank_of('_cdc_op', '_cdc_position', by_position, list(moved_in))
+    before = (f"{order_sql(rank, '_cdc_position', '1', *(f'_cdc_record.{f}' for f in RECORD_FIELDS))}"
               f" < {order_sql('1', _order_sql(point), '0', *(['null'] * len(RECORD_FIELDS)))}")
     cond = f"({before})"
     if history:
@@ -158,10 +166,11 @@ def record_sql(rec: tuple | None) -> str:
 
 def _event_sql(rename: TableRename, table: tuple, op: str, position: str, columns: dict[str, str], key: list[str] | None,
                after: str = "cast(null as map<string,string>)", record: str | None = None,
-               present: str = "cast(null as array<string>)") -> list:
+               present: str = "cast(null as array<string>)", op_sql: str | None = None) -> list:
     """The columns of one canonical event (EVENT_SCHEMA) of a rename step, as SQL. ``record``:
     SQL of a struct with the record's fields (:func:`record_sql`); None: the DDL's.
-    ``present``: SQL of the columns a partial image carries (null: a full image)."""
+    ``present``: SQL of the columns a partial image carries (null: a full image). ``op_sql``:
+    SQL of the op, in place of ``op``."""
     lit = _str
     cols = ", ".join(
         f"named_struct('name', {lit(n)}, 'source_type', {lit(t)}, 'spark_type', {lit(t)}, 'precision', cast(null as int),"
@@ -172,7 +181,7 @@ def _event_sql(rename: TableRename, table: tuple, op: str, position: str, column
     return [
         F.expr(lit(rename.format or "canonical")).alias("format"),
         F.lit(Kind.DATA.value).alias("kind"),
-        F.lit(op).alias("op"),
+        (F.expr(op_sql) if op_sql else F.lit(op)).alias("op"),
         F.expr(lit(table[0])).alias("database"),
         F.expr(lit(table[1])).alias("schema"),
         F.expr(lit(table[2])).alias("table"),
@@ -200,12 +209,14 @@ def _events(df: DataFrame, cols: list) -> DataFrame:
 
 
 def _with_lines(plan: BatchPlan, lines: dict[str, str], wave: list[TableRename], renamed: dict | None = None,
-                max_delete: dict | None = None, max_move: dict | None = None, column_ddl: dict | None = None) -> BatchPlan:
+                max_delete: dict | None = None, max_move: dict | None = None, column_ddl: dict | None = None,
+                moved_into: dict | None = None) -> BatchPlan:
     """``plan`` whose tables say ``lines[name]`` in the schema history, with their rename's
     DDL, ``renamed[name]`` (the step that ended the table, for the progress table),
-    ``max_delete[name]`` / ``max_move[name]`` (the deletes and remembered moves carried to it)
-    and ``column_ddl[name]`` (the old table's column DDL carried to it), and without source
-    progress rows (the events are not the source's)."""
+    ``max_delete[name]`` / ``max_move[name]`` (the deletes and remembered moves carried to it),
+    ``column_ddl[name]`` (the old table's column DDL carried to it) and ``moved_into[name]``
+    (the point of the step that moves rows into it), and without source progress rows (the
+    events are not the source's)."""
     ddl = {n: r for r in wave for n in (r.old_name, r.new_name)}
     tables: list[TablePlan] = []
     for p in plan.tables:
@@ -215,9 +226,37 @@ def _with_lines(plan: BatchPlan, lines: dict[str, str], wave: list[TableRename],
                         renamed=[renamed[p.name]] if renamed and p.name in renamed else [],
                         max_delete=max_delete.get(p.name, p.max_delete) if max_delete else p.max_delete,
                         max_move=max_move.get(p.name, p.max_move) if max_move else p.max_move,
-                        carried_column_ddl=(column_ddl or {}).get(p.name, []))
+                        carried_column_ddl=(column_ddl or {}).get(p.name, []),
+                        moved_into=[(moved_into or {})[p.name]] if p.name in (moved_into or {}) else [])
         tables.append(p)
     return replace(plan, tables=tables, progress=[])
+
+
+def configured_key(table: tuple, primary_keys: dict[str, list[str]] | None) -> list[str]:
+    """The key configured for ``table`` ((database, schema, table)), as
+    :func:`cdclake.apply.plan.plan_batch` looks it up; [] when none is."""
+    from cdclake.apply.plan import _choose_key
+
+    p = TablePlan(*table)
+    _choose_key(p, primary_keys or {})
+    return p.key if p.key_source == "configuration" else []
+
+
+def reads_stay(spark: SparkSession, target: str, r: TableRename, key: list[str] | None,
+               primary_keys: dict[str, list[str]] | None) -> bool:
+    """A snapshot read ranked below the stream (Canal/DTS ``INIT``, Qlik ``REFRESH``) of the
+    step's old table moves to the new table as a read (op ``r``), not as an insert: the new
+    table will have no key (``key``: the moved rows', none configured for it) and keep no
+    history (an existing new table its own kind, else the old one's), and the rename's format
+    ranks such reads below the stream. There the read keeps its image capped (one row or
+    none: :mod:`cdclake.apply.keyless`) as it was in the old table. Reads the tables' logs."""
+    from cdclake.apply.batch import is_history_table, table_path
+    from cdclake.formats import snapshot_position_formats
+
+    if key or configured_key(r.new, primary_keys) or (r.format or "") in snapshot_position_formats():
+        return False
+    new = table_path(target, r.new_name)
+    return not is_history_table(spark, new if DeltaTable.isDeltaTable(spark, new) else table_path(target, r.old_name))
 
 
 def step_done(r: TableRename, states: dict) -> bool:
@@ -301,7 +340,7 @@ def apply_renames(
         progress = audit.read_progress(spark, target)  # as the wave before left it
         states = progress.table_states()
         moves, ends, carried, lines_to, lines_from, renamed, max_delete, max_move = [], [], [], {}, {}, {}, {}, {}
-        column_ddl = {}
+        column_ddl, moved_into = {}, {}
         for r in wave:
             old, new = r.old_name, r.new_name
             if not DeltaTable.isDeltaTable(spark, table_path(target, old)):
@@ -313,7 +352,8 @@ def apply_renames(
             # table created again's; the moved rows declare those of the point
             at_point = (None if early_at[id(r)] is None else
                         columns_at_point(spark, target, r, states, _source_columns(spark, table_path(target, old)), key))
-            m, e, columns, history = _step_events(spark, table_path(target, old), r, key, state, at_point)
+            stay = reads_stay(spark, target, r, key, primary_keys)
+            m, e, columns, history = _step_events(spark, table_path(target, old), r, key, state, at_point, stay)
             # a new table is of the old one's kind (history or not); an existing one keeps its own
             if not DeltaTable.isDeltaTable(spark, table_path(target, new)):
                 made = guarded(new, lambda: _create_empty(spark, table_path(target, new), columns, history))
@@ -325,11 +365,12 @@ def apply_renames(
             moves.append(m)
             ends.append(e)
             if state.delete_position is not None:
-                carried.append((r, index[id(r)]))
+                carried.append((r, index[id(r)], stay, state.moved_in))
                 max_delete[new] = [*rename_point(r), *state.delete_position]
                 if state.move_position is not None:  # (a move is remembered with its delete)
                     max_move[new] = [*rename_point(r), *state.move_position]
             renamed[old] = (rename_point(r), r.record, r.new, r.text, r.event_time_ms)
+            moved_into[new] = rename_point(r)
             # the old table's column drops and renames before the point go on as the new one's,
             # at the point followed by their own order: a late event of the old table moved
             # there is read with the columns in force at its position
@@ -346,12 +387,12 @@ def apply_renames(
                                   " changelog and applied here")
         if not moves:
             continue
-        for r, i in carried:
-            _carry_deletes(spark, target, r, _txn(txn, str(i), "deletes"))
+        for r, i, stay, into in carried:
+            _carry_deletes(spark, target, r, _txn(txn, str(i), "deletes"), stay, into)
         events = reduce(DataFrame.unionByName, moves).persist()
         try:
             to_plan = _with_lines(plan_batch(events, primary_keys), lines_to, wave, max_delete=max_delete, max_move=max_move,
-                                  column_ddl=column_ddl)
+                                  column_ddl=column_ddl, moved_into=moved_into)
             moved = apply_batch(spark, events, target, primary_keys, _txn(txn, n, "to"), plan=to_plan, fmt=fmt, changelog=False)
         finally:
             events.unpersist()
@@ -509,18 +550,26 @@ def written_after_rename(plan: BatchPlan, skip=frozenset()) -> tuple[int, str, t
     return None
 
 
-def _carry_deletes(spark: SparkSession, target: str, r: TableRename, txn: audit.Txn | None) -> None:
+def _carry_deletes(spark: SparkSession, target: str, r: TableRename, txn: audit.Txn | None, reads_stay: bool = False,
+                   moved_in: list = ()) -> None:
     """Append to ``_cdclake/deletes`` the deletes remembered for the step's old table before
     its point, as the new table's, at the point followed by their own position: an event of
     the old table older than them that arrives later (moved to the new table by
-    :func:`relabel_late`) stays out there as it would have in the old table. One commit, under
-    the step's own identity (``txn``)."""
+    :func:`relabel_late`) stays out there as it would have in the old table. ``reads_stay``
+    (:func:`reads_stay`): a remembered snapshot read (op ``r``, a table without a key) goes at
+    the point followed by -1, where the move puts the rows of such reads (one an earlier rename
+    moved into the old table, at ``moved_in``, keeps its position, as the move keeps it). One
+    commit, under the step's own identity (``txn``)."""
+    from cdclake.apply.keyless import moved_read_sql
+
     path = f"{target}/{audit.DELETES}"
     if not DeltaTable.isDeltaTable(spark, path):
         return
     point = _order_sql(rename_point(r))
+    own = (f"CASE WHEN op = 'r' AND NOT {moved_read_sql('op', 'position', list(moved_in))} THEN array(cast(-1 as decimal(38,0)))"
+           " ELSE position END") if reads_stay else "position"
     rows = (spark.read.format("delta").load(path).where(F.col("table") == F.lit(r.old_name)).where(f"position < {point}")
-            .withColumn("table", F.lit(r.new_name)).withColumn("position", F.expr(f"concat({point}, position)")))
+            .withColumn("table", F.lit(r.new_name)).withColumn("position", F.expr(f"concat({point}, {own})")))
     audit.append(rows, path, txn)
 
 
@@ -569,7 +618,8 @@ def follow_renames(states: dict) -> list[tuple]:
 _NAME = "_cdclake_relabel_name"
 
 
-def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=None) -> DataFrame | None:
+def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=None,
+                 primary_keys: dict[str, list[str]] | None = None) -> DataFrame | None:
     """``events`` with the data events of renamed tables that are older than a rename of
     their table (the progress table's ``renamed``) moved to the new name, at the rename's point
     followed by their own position (as the rows moved there: :func:`apply_renames`), through
@@ -585,7 +635,10 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
     31; else its own). A snapshot read ranked below the stream (Canal/DTS ``INIT``, Qlik
     ``REFRESH``) goes to the new names as the move made it (op ``c``, the prefix followed by -1:
     below the old table's moved rows and carried deletes, above the new table's truncate at
-    the point; as op ``r`` it would rank below that truncate and be lost). Those tables' histories keep, per key, only
+    the point; as op ``r`` it would rank below that truncate and be lost), but as a read (op ``r``)
+    when the event has no key and the new name neither keeps its history nor has a key
+    configured (``primary_keys``): a table without a key ranks such a moved read as streamed
+    and keeps its image capped (:func:`reads_stay`, :mod:`cdclake.apply.keyless`). Those tables' histories keep, per key, only
     the newest change moved in at each rename (:func:`cdclake.apply.history._versions`).
     Without history tables on the way: one projection; with them, one ``explode`` of the
     event's destinations."""
@@ -607,6 +660,10 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
     fmts = ", ".join(_str(f) for f in snapshot_position_formats()) or "''"
     rank0 = f"(op = 'r' AND format NOT IN ({fmts}))"
     hist = is_history or (lambda name: False)
+    keyless = "(primary_key IS NULL OR size(primary_key) = 0)"
+
+    def as_read(to: tuple) -> bool:  # a moved read stays a read there (reads_stay)
+        return not hist(qualified_name(*to)) and not configured_key(to, primary_keys)
     conds = []
     batch_tables = {p.name for p in plan.tables}
     for name, point, hops in rename_chains(states):
@@ -634,7 +691,8 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
         out = named.withColumns({
             "position": F.expr(case(lambda to, pre: f"named_struct('order', concat({_order_sql(pre)}, {moved_order}), 'text', position.text)",
                                     "position")),
-            "op": F.expr(case(lambda to, pre: f"CASE WHEN {rank0} THEN 'c' ELSE op END", "op")),
+            "op": F.expr(case(lambda to, pre: f"CASE WHEN {rank0} AND NOT {keyless if as_read(to) else 'false'} THEN 'c' ELSE op END",
+                              "op")),
             "database": F.expr(case(lambda to, pre: _str(to[0]), "database")),
             "schema": F.expr(case(lambda to, pre: _str(to[1]), "schema")),
             "table": F.expr(case(lambda to, pre: _str(to[2]), "`table`")),
@@ -644,10 +702,11 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
             if pre is None:
                 return ("named_struct('db', cast(null as string), 'sc', cast(null as string), 'tb', cast(null as string),"
                         " 'pre', cast(null as array<decimal(38,0)>), 'hist', false, 'text', cast(null as string),"
-                        " 'etime', cast(null as bigint))")
+                        " 'etime', cast(null as bigint), 'read', false)")
             return (f"named_struct('db', {_str(to[0])}, 'sc', {_str(to[1])}, 'tb', {_str(to[2])}, 'pre', {_order_sql(pre)},"
                     f" 'hist', {'true' if h else 'false'}, 'text', {_str(text if h else None)},"
-                    f" 'etime', cast({'null' if etime is None or not h else int(etime)} as bigint))")
+                    f" 'etime', cast({'null' if etime is None or not h else int(etime)} as bigint),"
+                    f" 'read', {'true' if as_read(to) else 'false'})")
 
         keep = dest_sql(None, None, False, None, None)
         dests_sql = ("CASE " + " ".join(f"WHEN {c} THEN array({', '.join(dest_sql(*d) for d in dests)})" for c, dests in conds)
@@ -662,7 +721,7 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
                                f" CASE WHEN {as_moved} THEN array(cast(-1 as decimal(38,0))) ELSE position.order END),"
                                f" 'text', coalesce({d}.text, position.text)) END"),
             "event_time_ms": F.expr(f"CASE WHEN {d}.pre IS NULL THEN event_time_ms ELSE coalesce({d}.etime, event_time_ms) END"),
-            "op": F.expr(f"CASE WHEN {d}.pre IS NOT NULL AND {as_moved} THEN 'c' ELSE op END"),
+            "op": F.expr(f"CASE WHEN {d}.pre IS NOT NULL AND {as_moved} AND NOT ({d}.read AND {keyless}) THEN 'c' ELSE op END"),
             "database": F.expr(f"CASE WHEN {d}.pre IS NULL THEN database ELSE {d}.db END"),
             "schema": F.expr(f"CASE WHEN {d}.pre IS NULL THEN schema ELSE {d}.sc END"),
             "table": F.expr(f"CASE WHEN {d}.pre IS NULL THEN `table` ELSE {d}.tb END"),
@@ -686,11 +745,13 @@ def columns_at_point(spark: SparkSession, target: str, r: TableRename, states: d
     the widest those events declare (:func:`cdclake.apply.types.widen`), the type now when
     they state none or it is not narrower. Key columns always stay. When the changelog holds
     no such event (none, or written by a cdclake without a changelog), every column stays as it
-    is now.
+    is now. A column the old table dropped (or renamed away) before the point is not there
+    unless an event after the drop declares it again (its own DDL, not that of a table renamed
+    into it: such a column stays).
 
-    Cost: one changelog scan (filtered by table) and a collect of its distinct (column, type)
-    pairs, only for such a step. Limit: a column the old table dropped before the point and the
-    table created again added back stays (it was declared before the point)."""
+    Cost: one changelog scan (filtered by table) and a collect of its (column, type) pairs
+    with their latest position, only for such a step."""
+    from cdclake.apply.ddl import column_changes
     from cdclake.apply.plan import names_back
     from cdclake.apply.types import normalize, widen
     from cdclake.formats import snapshot_position_formats
@@ -701,17 +762,35 @@ def columns_at_point(spark: SparkSession, target: str, r: TableRename, states: d
     point = rename_point(r)
     names = ", ".join(sorted({_str(n) for n in renamed_into(states, r.old_name, point)}))
     fmts = ", ".join(_str(f) for f in snapshot_position_formats()) or "''"
+    rank0 = f"coalesce(op = 'r' AND format NOT IN ({fmts}), false)"
+    # per column and type: the latest position that declares it (a read ranked below the
+    # stream: the lowest, as it ranks)
     declared = (_read_changelog(spark, target)
                 .where(f"kind IN ('data', 'ddl') AND {QUALIFIED_NAME_SQL} IN ({names})"
-                       f" AND (position.order < {_order_sql(point)} OR coalesce(op = 'r' AND format NOT IN ({fmts}), false))")
-                .select(F.explode("columns").alias("c")).select("c.name", "c.spark_type").distinct().collect())
+                       f" AND (position.order < {_order_sql(point)} OR {rank0})")
+                .select(F.explode("columns").alias("c"),
+                        F.expr(f"CASE WHEN {rank0} THEN cast(array() as array<decimal(38,0)>) ELSE position.order END").alias("p"))
+                .groupBy("c.name", "c.spark_type").agg(F.max("p").alias("p")).collect())
     if not declared:
         return {c: (c, t) for c, t in columns.items()}
     types: dict[str, str | None] = {}
-    for name, t in declared:
+    latest: dict[str, tuple] = {}
+    for name, t, at in declared:
         types[name] = t if types.get(name) is None else (types[name] if t is None else widen(types[name], t))
+        latest[name] = max(latest.get(name, ()), order_key(at or []))
     st = states.get(r.old_name, TableState())
     after = [d for d in st.column_ddl if order_key(d[0]) > order_key(point)]
+    # the old table's own drops and renames before the point (not those carried from a table
+    # renamed into it, whose orders begin with that rename's point): a column dropped or
+    # renamed away there is not the table's at the point unless an event after it declares it
+    gone: dict[str, tuple] = {}
+    for order, _text, ddl in st.column_ddl:
+        k = order_key(order)
+        if k >= order_key(point) or any(list(order[:len(m)]) == list(m) and len(order) > len(m) for m in st.moved_in):
+            continue
+        for change in column_changes(ddl):
+            if change[0] in ("drop", "rename"):
+                gone[change[1]] = max(gone.get(change[1], ()), k)
     back = names_back(list(columns), after)
     out = {}
     for c, now in columns.items():
@@ -719,7 +798,7 @@ def columns_at_point(spark: SparkSession, target: str, r: TableRename, states: d
         was = hops[-1][0] if hops else c
         if key and c in key:
             out[c] = (was, now)
-        elif since is None and was in types:
+        elif since is None and was in types and latest[was] > gone.get(was, ()):
             t = types[was]
             out[c] = (was, t if t is not None and normalize(widen(t, now)) == normalize(now) else now)
     return out
@@ -727,7 +806,7 @@ def columns_at_point(spark: SparkSession, target: str, r: TableRename, states: d
 
 def _step_events(
     spark: SparkSession, src: str, r: TableRename, key: list[str] | None, state: TableState,
-    at_point: dict[str, tuple[str, str]] | None = None,
+    at_point: dict[str, tuple[str, str]] | None = None, reads_stay: bool = False,
 ) -> tuple[DataFrame, DataFrame, dict[str, str], bool]:
     """The canonical events of one step: ``(the new table's truncate and moved rows, the old
     table's truncate, the old table's source columns name -> Spark type, the old table is a
@@ -736,12 +815,15 @@ def _step_events(
     the old table older than it that arrives later stays out there too. A moved row's position is the
     step's point followed by the row's own position (its record the row's), so a move
     applied again gives the same changes (re-delivery changes nothing, identical rows of a
-    table without a key stay apart)."""
+    table without a key stay apart). ``reads_stay`` (the new table has no key and keeps no
+    history, :func:`reads_stay`): a snapshot read ranked below the stream moves as a read (op
+    ``r``), so its image stays capped there (:mod:`cdclake.apply.keyless`); else as an insert."""
     point = rename_point(r)
+    from cdclake.apply.keyless import rank_of
     from cdclake.formats import snapshot_position_formats
 
     by_position = (r.format or "") in snapshot_position_formats()
-    rows, now, history = source_rows(spark, src, point, by_position)
+    rows, now, history = source_rows(spark, src, point, by_position, state.moved_in)
     # the columns the moved rows declare: the old table's at the point (at_point: name now ->
     # its name and type then), read from the columns now
     at = at_point if at_point is not None else {c: (c, t) for c, t in now.items()}
@@ -752,18 +834,21 @@ def _step_events(
     # a snapshot read that ranks below the stream (Canal/DTS INIT, Qlik REFRESH) has no stream
     # position: it goes first (-1), so a late streamed change of the old table, moved after it,
     # still wins over it as it would have there
-    rank0 = f"({rank_sql('_cdc_op', by_position)}) = 0"
+    # (a read an earlier rename moved into the old table ranks as streamed: it keeps its
+    # position, after the old table's truncate carried here; keyless.rank_of)
+    rank0 = f"({rank_of('_cdc_op', '_cdc_position', by_position, state.moved_in)}) = 0"
     row_pos = (f"concat({_order_sql(point)}, CASE WHEN {rank0} THEN array(cast(-1 as decimal(38,0)))"
                " ELSE coalesce(_cdc_position, cast(array() as array<decimal(38,0)>)) END)")
     # the row's own record (a change of the old table delivered again, moved by relabel_late,
     # ties with it exactly); a row written before _cdc_record existed: the DDL's
     record = "_cdc_record" if "_cdc_record" in rows.columns else None
+    op = f"CASE WHEN ({rank_sql('_cdc_op', by_position)}) = 0 THEN 'r' ELSE 'c' END" if reads_stay else None
     if COLUMN_ORDERS in rows.columns and key:
         moved = _events(rows.where(f"{COLUMN_ORDERS} IS NULL"), _event_sql(r, r.new, Op.CREATE.value, row_pos, columns, key, after, record))
         moved = moved.unionByName(_moved_by_column(rows.where(f"{COLUMN_ORDERS} IS NOT NULL"), r, point, columns, key, after, by_position,
                                                    source))
     else:
-        moved = _events(rows, _event_sql(r, r.new, Op.CREATE.value, row_pos, columns, key, after, record))
+        moved = _events(rows, _event_sql(r, r.new, Op.CREATE.value, row_pos, columns, key, after, record, op_sql=op))
     empty_at, empty_record = point, None
     if state.truncate_position is not None and order_key(state.truncate_position) < order_key(point):
         # the old table's truncate, with its record (a change of its own position after it stays)

@@ -224,12 +224,12 @@ def test_tables_created_again_under_a_renamed_name_match_the_oracle(spark, tmp_p
     """The simulated shape with ``Workload(recreate_renamed=True)``: right after ``RENAME TABLE
     a TO b``, ``CREATE TABLE a`` again, written to; scrambled and re-delivered, the changes of
     the new ``a`` often arrive a batch before the rename (the re-feed from the changelog,
-    ``renames._apply_again``; the new name's columns, ``renames.columns_at_point``). Keyed
-    tables only are renamed: a keyless image capped by a snapshot ranked below the stream is
-    not capped once moved (README limit; probe seeds 22 and 31 in NOTES.md, session 36). The
-    probe of session 36 found four bugs here (column-rename chains in any order, a rename per
-    database, held re-deliveries in the re-feed, the new name's columns)."""
-    examples = [prepare(k, "simulated", case, renames=True, copies=True, rename_keyless=False, recreate_renamed=True)
+    ``renames._apply_again``; the new name's columns, ``renames.columns_at_point``). Tables
+    without a key are renamed too: an image capped by a snapshot ranked below the stream stays
+    capped in the new name (``renames.reads_stay``; seeds 22 and 31 failed before session 37).
+    The probe of session 36 found four bugs here (column-rename chains in any order, a rename
+    per database, held re-deliveries in the re-feed, the new name's columns)."""
+    examples = [prepare(k, "simulated", case, renames=True, copies=True, recreate_renamed=True)
                 for k, case in enumerate(batch)]
     target = tmp_path_factory.mktemp("recreate-property") / "lake"
     batches = [[e for ex in examples if i < len(ex.batches) for e in ex.batches[i]] for i in range(3)]

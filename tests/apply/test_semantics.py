@@ -411,17 +411,20 @@ def _table_created_again_before_its_rename_arrives():
              nokey("c", 1, after=row(7, "same")), nokey("c", 2, after=row(7, "same")), nokey("c", 6, after=row(7, "same")),
              nokey("d", 8, before=row(7, "same"))]
     # table c: the table created again under its name adds extra, widens amount and renames
-    # name to label (at 8 and 9, after the rename at 5): cn keeps c's columns at 5
-    # (renames.columns_at_point; checked in test_scenarios_in_shared_batches); 2's row keeps
-    # per-column positions (its partial update at 3): moved by column, name read from label
+    # name to label (at 8 and 9, after the rename at 5), and adds gone, which the old table
+    # dropped at 4: cn keeps c's columns at 5 (renames.columns_at_point; checked in
+    # test_scenarios_in_shared_batches; gone was the new name's too until session 37); 2's row
+    # keeps per-column positions (its partial update at 3): moved by column, name read from label
+    gone = {"name": "gone", "source_type": "varchar", "spark_type": "string", "precision": None, "scale": None, "nullable": True}
     wide = [{**COLS[0]}, {**COLS[1]}, {**COLS[2], "source_type": "decimal(12,2)", "spark_type": "decimal(12,2)", "precision": 12},
-            {"name": "extra", "source_type": "bigint", "spark_type": "bigint", "precision": None, "scale": None, "nullable": True}]
+            {"name": "extra", "source_type": "bigint", "spark_type": "bigint", "precision": None, "scale": None, "nullable": True}, gone]
     relabeled = [wide[0], {**wide[1], "name": "label"}, *wide[2:]]
-    first += [ev("c", 1, row(1, "a", "1.50"), table="c"), ev("c", 2, row(2, "b"), table="c"),
+    first += [ev("c", 1, {**row(1, "a", "1.50"), "gone": "old"}, table="c", columns=[*COLS, gone]), ev("c", 2, row(2, "b"), table="c"),
               ev("u", 3, {"id": "2", "amount": "2.50"}, present=["id", "amount"], table="c"),
-              ev("c", 8, {**row(3, "c", "123456.78"), "extra": "7"}, table="c", columns=wide),
+              ddl(4, "ALTER TABLE db.{table} DROP COLUMN gone", table="c"),
+              ev("c", 8, {**row(3, "c", "123456.78"), "extra": "7", "gone": "new"}, table="c", columns=wide),
               ddl(9, "ALTER TABLE db.{table} RENAME COLUMN name TO label", table="c"),
-              ev("u", 10, {"id": "3", "label": "c2", "amount": "123456.78", "extra": "8"}, table="c", columns=relabeled)]
+              ev("u", 10, {"id": "3", "label": "c2", "amount": "123456.78", "extra": "8", "gone": "new"}, table="c", columns=relabeled)]
     second = [ddl(5, "RENAME TABLE recreate TO recreate_n, recreate_g TO recreate_gn, recreate_c TO recreate_cn"), first[0]]
     done = {"t": [(3, "c", None)], "n": [(1, "a", None), (2, "b", None)], "g": [], "gn": [(7, "same", None)] * 2,
             "cn": [(1, "a", Decimal("1.50")), (2, "b", Decimal("2.50"))]}
@@ -541,6 +544,38 @@ def _late_snapshot_read_of_a_renamed_table_lands():
     third = [ev("r", (0, 5), row(2, "snap")), ev("r", (0, 6), row(1, "old snap")), ev("r", (0, 7), row(3, "z"))]
     done = {"t": [], "n": [(1, "a", None), (2, "snap", None)]}
     return [(first, {"t": [(1, "a", None)]}), (second, {"t": [], "n": [(1, "a", None)]}), (third, done), (first + second + third, done)]
+
+
+def _renamed_table_without_key_keeps_its_capped_images():
+    # Format test reads rank below the stream (like Canal's INIT): in a table without a key
+    # such a read caps its image, one row or none (cdclake.apply.keyless), because the stream
+    # may repeat what the snapshot read. A rename keeps the cap in the new table
+    # (renames.reads_stay): the read moves as a read, and so does a late one. t: k is read and
+    # inserted (one row), m read and deleted (none); after the rename n inserts k once and m
+    # twice, in the rename's own batch: one row each. l: a late read of k arrives after the
+    # rename, with a new insert of k: one row. c: renamed twice, then k inserted twice.
+    nokey = dict(key=None)
+    k, m = row(1, "k"), row(2, "m")
+
+    def e(op, pos, table, after=None, before=None):
+        return ev(op, pos, after, before, table=table, **nokey)
+
+    def rename(pos, old, new):
+        return dict(ev(None, pos, kind="ddl", table=old, **nokey), ddl=f"RENAME TABLE {{table}} TO rencap_{new}")
+
+    first = [e("r", (0, 1), "t", k), e("c", 2, "t", k), e("r", (0, 2), "t", m), e("d", 3, "t", before=m),
+             e("c", 2, "l", k), e("r", (0, 1), "c", k)]
+    second = [rename(10, "t", "n"), e("c", 11, "n", k), e("c", 12, "n", m), e("c", 13, "n", m),
+              rename(10, "l", "ln"), rename(10, "c", "cm")]
+    third = [e("r", (0, 5), "l", k), e("c", 11, "ln", k), rename(20, "cm", "cz"), e("c", 21, "cz", k), e("c", 22, "cz", k)]
+    one_k = [(1, "k", None)]
+    done = {"t": [], "n": [(1, "k", None), (2, "m", None)], "l": [], "ln": one_k, "c": [], "cm": [], "cz": one_k}
+    return [
+        (first, {"t": one_k, "l": one_k, "c": one_k}),
+        (second, {"t": [], "n": [(1, "k", None), (2, "m", None)], "l": [], "ln": one_k, "c": [], "cm": one_k}),
+        (third, done),
+        (first + second + third, done),
+    ]
 
 
 def _snapshot_by_position_lands_after_a_delete_or_truncate():
@@ -776,6 +811,7 @@ SCENARIOS = {
     "renlate": _late_events_of_a_renamed_table_follow_it,
     "renpart": _renamed_table_keeps_positions_per_column,
     "renread": _late_snapshot_read_of_a_renamed_table_lands,
+    "rencap": _renamed_table_without_key_keeps_its_capped_images,
     "arrive": _older_change_in_a_later_batch_and_redelivery,
 }
 
@@ -824,9 +860,9 @@ def test_scenarios_in_shared_batches(spark, tmp_path):
     source = {t: [(n, d) for n, d in spark.read.format("delta").load(f"{tmp_path}/db.recreate_{t}").dtypes if not n.startswith("_cdc")]
               for t in ("c", "cn")}
     assert source == {"cn": [("id", "int"), ("name", "string"), ("amount", "decimal(10,2)")],
-                      "c": [("id", "int"), ("label", "string"), ("amount", "decimal(12,2)"), ("extra", "bigint")]}
-    assert [(r["id"], r["label"], r["amount"], r["extra"]) for r in spark.read.format("delta").load(f"{tmp_path}/db.recreate_c").collect()] \
-        == [(3, "c2", Decimal("123456.78"), 8)]
+                      "c": [("id", "int"), ("label", "string"), ("amount", "decimal(12,2)"), ("gone", "string"), ("extra", "bigint")]}
+    assert [(r["id"], r["label"], r["amount"], r["extra"], r["gone"])
+            for r in spark.read.format("delta").load(f"{tmp_path}/db.recreate_c").collect()] == [(3, "c2", Decimal("123456.78"), 8, "new")]
     history = {(r["table"], r["change"]) for r in spark.read.format("delta").load(f"{tmp_path}/_cdclake/schema_history").collect()}
     assert {("db.ended", "table dropped at the source (position 3): its older rows removed, as by a truncate"),
             ("db.ended_x", "table truncated at the source (position 3): its older rows removed, as by a truncate"),
