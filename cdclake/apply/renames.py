@@ -638,7 +638,9 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
     the point; as op ``r`` it would rank below that truncate and be lost), but as a read (op ``r``)
     when the event has no key and the new name neither keeps its history nor has a key
     configured (``primary_keys``): a table without a key ranks such a moved read as streamed
-    and keeps its image capped (:func:`reads_stay`, :mod:`cdclake.apply.keyless`). Those tables' histories keep, per key, only
+    and keeps its image capped (:func:`reads_stay`, :mod:`cdclake.apply.keyless`). A late
+    ``DROP TABLE`` / ``TRUNCATE TABLE`` statement of the old table goes on as a truncate
+    (:func:`_late_ends`). Those tables' histories keep, per key, only
     the newest change moved in at each rename (:func:`cdclake.apply.history._versions`).
     Without history tables on the way: one projection; with them, one ``explode`` of the
     event's destinations."""
@@ -646,7 +648,10 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
     from cdclake.formats import snapshot_position_formats
     from cdclake.model import qualified_name
 
+    from cdclake.apply.ddl import table_end
+
     late = False
+    ended = []  # (table, order) of the batch's DROP TABLE / TRUNCATE TABLE statements older than a rename of it
     for p in plan.tables:
         renamed = states[p.name].renamed if p.name in states else []
         if not renamed:
@@ -655,7 +660,9 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
         if (p.min_data is not None and ranked_key(*p.min_data) < last) or (
                 p.truncate is not None and ranked_key(1, p.truncate[0]) < last):
             late = True
-    if not late:
+        ended += [(p.name, order) for order, _text, ddl in p.ddl
+                  if table_end(ddl, p.table) is not None and ranked_key(1, order) < last]
+    if not late and not ended:
         return None
     fmts = ", ".join(_str(f) for f in snapshot_position_formats()) or "''"
     rank0 = f"(op = 'r' AND format NOT IN ({fmts}))"
@@ -726,8 +733,39 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
             "schema": F.expr(f"CASE WHEN {d}.pre IS NULL THEN schema ELSE {d}.sc END"),
             "table": F.expr(f"CASE WHEN {d}.pre IS NULL THEN `table` ELSE {d}.tb END"),
         })
-    return out.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in EVENT_SCHEMA.fields], *[
-        c for c in events.columns if c not in EVENT_SCHEMA.fieldNames()])
+    cols = [*[F.col(f.name).cast(f.dataType).alias(f.name) for f in EVENT_SCHEMA.fields],
+            *[c for c in events.columns if c not in EVENT_SCHEMA.fieldNames()]]
+    return reduce(DataFrame.unionByName, [out.select(*cols), *[e.select(*cols) for e in _late_ends(named, ended, states, hist)]])
+
+
+def _late_ends(named: DataFrame, ended: list[tuple[str, list]], states: dict, hist) -> list[DataFrame]:
+    """For :func:`relabel_late`: a ``DROP TABLE`` or ``TRUNCATE TABLE`` statement of a renamed
+    table older than its rename (``ended``: ``(table, order)``, found on the driver) that arrives
+    after the rename ended rows that moved on: it goes on to the new name (and each history
+    table of the chain, as data events do) as a truncate (op ``t``, no record coordinates, as a
+    statement's end has none) at the prefix followed by its position. The statement itself stays
+    the old table's. ``named``: the batch's events with :data:`_NAME`. One filtered projection
+    of the batch per statement and destination, only for such a statement."""
+    from cdclake.model import qualified_name
+
+    out = []
+    chains = rename_chains(states)
+    for name, order in ended:
+        chain = next((hops for old, point, hops in chains if old == name and order_key(order) < order_key(point)), None)
+        for i, (to, pre, _text, _etime) in enumerate(chain or []):
+            if i != len(chain) - 1 and not hist(qualified_name(*to)):
+                continue
+            out.append(named.where(f"kind = 'ddl' AND {_NAME} = {_str(name)} AND position.order = {_order_sql(order)}").withColumns({
+                "kind": F.lit(Kind.DATA.value), "op": F.lit(Op.TRUNCATE.value),
+                "database": F.expr(_str(to[0])), "schema": F.expr(_str(to[1])), "table": F.expr(_str(to[2])),
+                "position": F.expr(f"named_struct('order', concat({_order_sql(pre)}, position.order), 'text', position.text)"),
+                "before": F.expr("cast(null as map<string,string>)"), "after": F.expr("cast(null as map<string,string>)"),
+                "present": F.expr("cast(null as array<string>)"), "columns": F.lit(None), "ddl": F.expr("cast(null as string)"),
+                "source_record": F.col("source_record").withField("file", F.lit(None).cast("string"))
+                .withField("line", F.lit(None).cast("bigint")).withField("partition", F.lit(None).cast("int"))
+                .withField("offset", F.lit(None).cast("bigint")),
+            }))
+    return out
 
 
 def columns_at_point(spark: SparkSession, target: str, r: TableRename, states: dict, columns: dict[str, str],

@@ -495,21 +495,31 @@ def _late_events_of_a_renamed_table_follow_it():
     # batch 3 n is renamed to z at 20: in batch 4 a late change of t follows both renames. Key 4
     # is a snapshot read ranked below the stream (op r of a format whose snapshot positions do
     # not order with its stream; its position 50 says nothing): a late streamed change of it
-    # still wins in n
+    # still wins in n. Tables d (a key) and k (none): a TRUNCATE TABLE / DROP TABLE statement
+    # at 2, older than the rename at 10, arrives after it: the rows it ended moved to dn and kn,
+    # so it ends them there too (renames._late_ends; until session 37 it reached only the old
+    # name, and k's snapshot read at 0 and insert at 1 stayed in kn)
     def ddl(pos, text, table="t"):
         return dict(ev(None, pos, kind="ddl", table=table), ddl=text)
 
+    nokey = dict(table="k", key=None)
+    late_end = [ddl(2, "TRUNCATE TABLE db.{table}", "d"), ddl(2, "DROP TABLE IF EXISTS `db`.`{table}`", "k")]
+    d3, k3 = [(3, "c", None)], [(8, "y", None)]
     return [
         ([ev("c", 1, row(1, "a")), ev("c", 2, row(2, "b")), ev("c", 3, row(3, "c")), ev("d", 4, before=row(3, "c")),
-          ev("r", 50, row(4, "snap"))],
-         {"t": [(1, "a", None), (2, "b", None), (4, "snap", None)]}),
-        ([ddl(10, "RENAME TABLE renlate TO renlate_n")], {"t": [], "n": [(1, "a", None), (2, "b", None), (4, "snap", None)]}),
+          ev("r", 50, row(4, "snap")), ev("c", 1, row(1, "a"), table="d"), ev("c", 3, row(3, "c"), table="d"),
+          ev("r", (0, 1), row(7, "x"), **nokey), ev("c", 1, row(6, "w"), **nokey), ev("c", 3, row(8, "y"), **nokey)],
+         {"t": [(1, "a", None), (2, "b", None), (4, "snap", None)], "d": [(1, "a", None), *d3],
+          "k": [(6, "w", None), (7, "x", None), *k3]}),
+        ([ddl(10, "RENAME TABLE renlate TO renlate_n, renlate_d TO renlate_dn, renlate_k TO renlate_kn")],
+         {"t": [], "n": [(1, "a", None), (2, "b", None), (4, "snap", None)], "d": [], "dn": [(1, "a", None), *d3],
+          "kn": [(6, "w", None), (7, "x", None), *k3]}),
         ([ev("u", 5, row(1, "a5"), row(1, "a")), ev("c", 3, row(3, "c")), ev("d", 6, before=row(2, "b")), ev("c", 12, row(9, "new")),
           ev("u", 9, row(4, "s9"), row(4, "snap")), ddl(20, "RENAME TABLE renlate_n TO renlate_z", "n"),
-          ev("c", 15, row(5, "n15"), table="n")],
-         {"t": [(9, "new", None)], "n": [], "z": [(1, "a5", None), (4, "s9", None), (5, "n15", None)]}),
-        ([ev("u", 7, row(1, "a7"), row(1, "a5")), ev("c", 2, row(2, "b"))],
-         {"t": [(9, "new", None)], "n": [], "z": [(1, "a7", None), (4, "s9", None), (5, "n15", None)]}),
+          ev("c", 15, row(5, "n15"), table="n"), *late_end],
+         {"t": [(9, "new", None)], "n": [], "z": [(1, "a5", None), (4, "s9", None), (5, "n15", None)], "dn": d3, "kn": k3}),
+        ([ev("u", 7, row(1, "a7"), row(1, "a5")), ev("c", 2, row(2, "b")), *late_end],
+         {"t": [(9, "new", None)], "n": [], "z": [(1, "a7", None), (4, "s9", None), (5, "n15", None)], "dn": d3, "kn": k3, "k": []}),
     ]
 
 
