@@ -639,8 +639,8 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
     when the event has no key and the new name neither keeps its history nor has a key
     configured (``primary_keys``): a table without a key ranks such a moved read as streamed
     and keeps its image capped (:func:`reads_stay`, :mod:`cdclake.apply.keyless`). A late
-    ``DROP TABLE`` / ``TRUNCATE TABLE`` statement of the old table goes on as a truncate
-    (:func:`_late_ends`). Those tables' histories keep, per key, only
+    ``DROP TABLE`` / ``TRUNCATE TABLE`` statement of the old table goes on as a truncate, a late
+    column drop or rename as that statement (:func:`_late_ddl`). Those tables' histories keep, per key, only
     the newest change moved in at each rename (:func:`cdclake.apply.history._versions`).
     Without history tables on the way: one projection; with them, one ``explode`` of the
     event's destinations."""
@@ -648,10 +648,12 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
     from cdclake.formats import snapshot_position_formats
     from cdclake.model import qualified_name
 
-    from cdclake.apply.ddl import table_end
+    from cdclake.apply.ddl import column_changes, table_end
 
     late = False
-    ended = []  # (table, order) of the batch's DROP TABLE / TRUNCATE TABLE statements older than a rename of it
+    # (table, order, the statement ends the table) of the batch's DROP TABLE / TRUNCATE TABLE
+    # statements and column drops and renames older than a rename of the table
+    ended = []
     for p in plan.tables:
         renamed = states[p.name].renamed if p.name in states else []
         if not renamed:
@@ -660,8 +662,8 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
         if (p.min_data is not None and ranked_key(*p.min_data) < last) or (
                 p.truncate is not None and ranked_key(1, p.truncate[0]) < last):
             late = True
-        ended += [(p.name, order) for order, _text, ddl in p.ddl
-                  if table_end(ddl, p.table) is not None and ranked_key(1, order) < last]
+        ended += [(p.name, order, table_end(ddl, p.table) is not None) for order, _text, ddl in p.ddl
+                  if ranked_key(1, order) < last and (table_end(ddl, p.table) is not None or column_changes(ddl))]
     if not late and not ended:
         return None
     fmts = ", ".join(_str(f) for f in snapshot_position_formats()) or "''"
@@ -735,36 +737,45 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
         })
     cols = [*[F.col(f.name).cast(f.dataType).alias(f.name) for f in EVENT_SCHEMA.fields],
             *[c for c in events.columns if c not in EVENT_SCHEMA.fieldNames()]]
-    return reduce(DataFrame.unionByName, [out.select(*cols), *[e.select(*cols) for e in _late_ends(named, ended, states, hist)]])
+    return reduce(DataFrame.unionByName, [out.select(*cols), *[e.select(*cols) for e in _late_ddl(named, ended, states, hist)]])
 
 
-def _late_ends(named: DataFrame, ended: list[tuple[str, list]], states: dict, hist) -> list[DataFrame]:
-    """For :func:`relabel_late`: a ``DROP TABLE`` or ``TRUNCATE TABLE`` statement of a renamed
-    table older than its rename (``ended``: ``(table, order)``, found on the driver) that arrives
-    after the rename ended rows that moved on: it goes on to the new name (and each history
-    table of the chain, as data events do) as a truncate (op ``t``, no record coordinates, as a
-    statement's end has none) at the prefix followed by its position. The statement itself stays
-    the old table's. ``named``: the batch's events with :data:`_NAME`. One filtered projection
-    of the batch per statement and destination, only for such a statement."""
+def _late_ddl(named: DataFrame, ended: list[tuple[str, list, bool]], states: dict, hist) -> list[DataFrame]:
+    """For :func:`relabel_late`: DDL of a renamed table older than its rename that arrives after
+    the rename (``ended``: ``(table, order, the statement ends the table)``, found on the
+    driver) changed rows or columns that moved on, so it goes on to the new name (and each
+    history table of the chain, as data events do) at the prefix followed by its position: a
+    ``DROP TABLE`` or ``TRUNCATE TABLE`` statement as a truncate (op ``t``, no record
+    coordinates, as a statement's end has none), a column drop or rename as the statement
+    itself (its column list left out: the new table's columns are its own; the plan follows
+    the statement as an earlier batch's, :func:`cdclake.apply.plan.follow_past_column_ddl`).
+    The statement stays the old table's too. ``named``: the batch's events with
+    :data:`_NAME`. One filtered projection of the batch per statement and destination, only
+    for such a statement."""
     from cdclake.model import qualified_name
 
     out = []
     chains = rename_chains(states)
-    for name, order in ended:
+    for name, order, ends in ended:
         chain = next((hops for old, point, hops in chains if old == name and order_key(order) < order_key(point)), None)
         for i, (to, pre, _text, _etime) in enumerate(chain or []):
             if i != len(chain) - 1 and not hist(qualified_name(*to)):
                 continue
-            out.append(named.where(f"kind = 'ddl' AND {_NAME} = {_str(name)} AND position.order = {_order_sql(order)}").withColumns({
-                "kind": F.lit(Kind.DATA.value), "op": F.lit(Op.TRUNCATE.value),
+            moved = {
                 "database": F.expr(_str(to[0])), "schema": F.expr(_str(to[1])), "table": F.expr(_str(to[2])),
                 "position": F.expr(f"named_struct('order', concat({_order_sql(pre)}, position.order), 'text', position.text)"),
-                "before": F.expr("cast(null as map<string,string>)"), "after": F.expr("cast(null as map<string,string>)"),
-                "present": F.expr("cast(null as array<string>)"), "columns": F.lit(None), "ddl": F.expr("cast(null as string)"),
-                "source_record": F.col("source_record").withField("file", F.lit(None).cast("string"))
-                .withField("line", F.lit(None).cast("bigint")).withField("partition", F.lit(None).cast("int"))
-                .withField("offset", F.lit(None).cast("bigint")),
-            }))
+                "columns": F.lit(None),
+            }
+            if ends:
+                moved.update({
+                    "kind": F.lit(Kind.DATA.value), "op": F.lit(Op.TRUNCATE.value), "ddl": F.expr("cast(null as string)"),
+                    "before": F.expr("cast(null as map<string,string>)"), "after": F.expr("cast(null as map<string,string>)"),
+                    "present": F.expr("cast(null as array<string>)"),
+                    "source_record": F.col("source_record").withField("file", F.lit(None).cast("string"))
+                    .withField("line", F.lit(None).cast("bigint")).withField("partition", F.lit(None).cast("int"))
+                    .withField("offset", F.lit(None).cast("bigint")),
+                })
+            out.append(named.where(f"kind = 'ddl' AND {_NAME} = {_str(name)} AND position.order = {_order_sql(order)}").withColumns(moved))
     return out
 
 

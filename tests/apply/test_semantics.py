@@ -497,23 +497,31 @@ def _late_events_of_a_renamed_table_follow_it():
     # not order with its stream; its position 50 says nothing): a late streamed change of it
     # still wins in n. Tables d (a key) and k (none): a TRUNCATE TABLE / DROP TABLE statement
     # at 2, older than the rename at 10, arrives after it: the rows it ended moved to dn and kn,
-    # so it ends them there too (renames._late_ends; until session 37 it reached only the old
-    # name, and k's snapshot read at 0 and insert at 1 stayed in kn)
+    # so it ends them there too (renames._late_ddl; until session 37 it reached only the old
+    # name, and k's snapshot read at 0 and insert at 1 stayed in kn). Tables x and y: a column
+    # drop and a column rename at 5 arrive after the rename: xn loses extra, yn's extra goes
+    # into label, which yn's own insert at 11 has (checked in test_scenarios_in_shared_batches)
     def ddl(pos, text, table="t"):
         return dict(ev(None, pos, kind="ddl", table=table), ddl=text)
 
     nokey = dict(table="k", key=None)
-    late_end = [ddl(2, "TRUNCATE TABLE db.{table}", "d"), ddl(2, "DROP TABLE IF EXISTS `db`.`{table}`", "k")]
+    extra = {"name": "extra", "source_type": "varchar", "spark_type": "string", "precision": None, "scale": None, "nullable": True}
+    late_end = [ddl(2, "TRUNCATE TABLE db.{table}", "d"), ddl(2, "DROP TABLE IF EXISTS `db`.`{table}`", "k"),
+                ddl(5, "ALTER TABLE db.{table} DROP COLUMN extra", "x"), ddl(5, "ALTER TABLE db.{table} RENAME COLUMN extra TO label", "y")]
     d3, k3 = [(3, "c", None)], [(8, "y", None)]
+    ab = [(1, "a", None), (2, "b", None)]
     return [
         ([ev("c", 1, row(1, "a")), ev("c", 2, row(2, "b")), ev("c", 3, row(3, "c")), ev("d", 4, before=row(3, "c")),
           ev("r", 50, row(4, "snap")), ev("c", 1, row(1, "a"), table="d"), ev("c", 3, row(3, "c"), table="d"),
-          ev("r", (0, 1), row(7, "x"), **nokey), ev("c", 1, row(6, "w"), **nokey), ev("c", 3, row(8, "y"), **nokey)],
+          ev("r", (0, 1), row(7, "x"), **nokey), ev("c", 1, row(6, "w"), **nokey), ev("c", 3, row(8, "y"), **nokey),
+          *[ev("c", 1, {**row(1, "a"), "extra": "e1"}, table=t, columns=[*COLS, extra]) for t in ("x", "y")]],
          {"t": [(1, "a", None), (2, "b", None), (4, "snap", None)], "d": [(1, "a", None), *d3],
           "k": [(6, "w", None), (7, "x", None), *k3]}),
-        ([ddl(10, "RENAME TABLE renlate TO renlate_n, renlate_d TO renlate_dn, renlate_k TO renlate_kn")],
+        ([ddl(10, "RENAME TABLE renlate TO renlate_n, renlate_d TO renlate_dn, renlate_k TO renlate_kn, renlate_x TO renlate_xn,"
+                  " renlate_y TO renlate_yn"),
+          ev("c", 11, row(2, "b"), table="xn"), ev("c", 11, {**row(2, "b"), "label": "x2"}, table="yn", columns=[*COLS, {**extra, "name": "label"}])],
          {"t": [], "n": [(1, "a", None), (2, "b", None), (4, "snap", None)], "d": [], "dn": [(1, "a", None), *d3],
-          "kn": [(6, "w", None), (7, "x", None), *k3]}),
+          "kn": [(6, "w", None), (7, "x", None), *k3], "xn": ab, "yn": ab}),
         ([ev("u", 5, row(1, "a5"), row(1, "a")), ev("c", 3, row(3, "c")), ev("d", 6, before=row(2, "b")), ev("c", 12, row(9, "new")),
           ev("u", 9, row(4, "s9"), row(4, "snap")), ddl(20, "RENAME TABLE renlate_n TO renlate_z", "n"),
           ev("c", 15, row(5, "n15"), table="n"), *late_end],
@@ -859,6 +867,11 @@ def test_scenarios_in_shared_batches(spark, tmp_path):
     assert dtypes == {"widen": "bigint", "widendel": "decimal(12,2)"}
     assert [c for c in spark.read.format("delta").load(f"{tmp_path}/db.rencol_n").columns if not c.startswith("_cdc")] == [
         "id", "name", "amount"]
+    # renlate: the late column drop and rename reached the new names
+    late = {t: spark.read.format("delta").load(f"{tmp_path}/db.renlate_{t}") for t in ("xn", "yn")}
+    assert {t: [c for c in df.columns if not c.startswith("_cdc")] for t, df in late.items()} == {
+        "xn": ["id", "name", "amount"], "yn": ["id", "name", "amount", "label"]}
+    assert sorted((r["id"], r["label"]) for r in late["yn"].collect()) == [(1, "e1"), (2, "x2")]
     # colchain: at merged into r2 as of 2 (1 takes at's value), or dropped at the chain's end
     chain = {t: spark.read.format("delta").load(f"{tmp_path}/db.{t}") for t in ("colchain", "colchain_d", "colchain_i")}
     assert {t: [c for c in df.columns if not c.startswith("_cdc")] for t, df in chain.items()} == {
