@@ -74,7 +74,7 @@ batches (two such statements delivered in different batches can get the same poi
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import reduce
+from functools import cache, reduce
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
@@ -662,13 +662,17 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
         if (p.min_data is not None and ranked_key(*p.min_data) < last) or (
                 p.truncate is not None and ranked_key(1, p.truncate[0]) < last):
             late = True
-        ended += [(p.name, order, table_end(ddl, p.table) is not None) for order, _text, ddl in p.ddl
-                  if ranked_key(1, order) < last and (table_end(ddl, p.table) is not None or column_changes(ddl))]
+        for order, _text, ddl in p.ddl:
+            if ranked_key(1, order) < last:
+                ends = table_end(ddl, p.table) is not None
+                if ends or column_changes(ddl):
+                    ended.append((p.name, order, ends))
     if not late and not ended:
         return None
     fmts = ", ".join(_str(f) for f in snapshot_position_formats()) or "''"
     rank0 = f"(op = 'r' AND format NOT IN ({fmts}))"
-    hist = is_history or (lambda name: False)
+    # (each table's log read once: the destinations and as_read ask again)
+    hist = cache(is_history or (lambda name: False))
     keyless = "(primary_key IS NULL OR size(primary_key) = 0)"
 
     def as_read(to: tuple) -> bool:  # a moved read stays a read there (reads_stay)
