@@ -22,6 +22,7 @@ from cdclake.apply import audit, transactions
 from cdclake.apply.batch import apply_batch, table_path  # noqa: F401  (table_path: public helper)
 from cdclake.apply.delta_table import ApplyResult
 from cdclake.apply.plan import plan_batch
+from cdclake.apply.renames import keys_through_renames
 from cdclake.errors import CdclakeError, RejectCode
 from cdclake.formats.base import Decoder, DecodeOptions, Limits
 from cdclake.formats.typed import batch_scope
@@ -246,19 +247,22 @@ def ingest_batch(
         ).persist(StorageLevel.MEMORY_AND_DISK)
         hold = None
         try:
-            held_version = audit.read_progress(spark, target).held_version()
+            progress = audit.read_progress(spark, target)
+            held_version = progress.held_version()
+            # a key configured for a table goes on with its renames (cdclake.apply.renames)
+            keys = keys_through_renames(options.primary_keys, progress.table_states())
             if decoder.capabilities.transaction_bounds or decoder.capabilities.update_halves or held_version is not None:
                 # the transaction gate's grouping is a set of the planning aggregate, which
                 # counts the records too (cdclake.apply.transactions)
                 hold = transactions.gate(
                     spark, flat.where(F.col("e").isNotNull()).select("e.*"), target, held_version, audit.now_ms(),
-                    flat=flat, timeout_ms=tx_timeout_ms, primary_keys=options.primary_keys,
+                    flat=flat, timeout_ms=tx_timeout_ms, primary_keys=keys,
                 )
                 plan = hold.plan
             else:
                 # the batch's one planning aggregate, over the flat rows: it also counts records
                 # and events per error code (and materialises the cache)
-                plan = plan_batch(flat.select("error_code", "pos", "e.*"), options.primary_keys, records=True)
+                plan = plan_batch(flat.select("error_code", "pos", "e.*"), keys, records=True)
         except BaseException:
             flat.unpersist()
             if hold is not None:
@@ -288,7 +292,7 @@ def ingest_batch(
             on_step(f"applying {summary.events} events of {summary.records_in} records to {len(plan.tables)} table(s)")
         summary.tables.extend(
             apply_batch(
-                spark, events, target, options.primary_keys, txn,
+                spark, events, target, keys, txn,
                 side_tasks=reject_task if summary.rejected else None, plan=plan, fmt=decoder.name,
                 max_columns=options.limits.max_columns, scd_type=scd_type, hold=hold,
             )

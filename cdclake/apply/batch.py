@@ -217,8 +217,12 @@ def apply_batch(
         CdclakeError(CONCURRENT_WRITE): another writer committed to a table first.
         CdclakeError(SCD_TYPE_MISMATCH): ``scd_type`` is not an existing table's.
     """
+    from cdclake.apply.renames import keys_through_renames
+
     audit.check_layout(target, spark)
     progress = audit.read_progress(spark, target)
+    # a key configured for a table goes on with its renames (to names with none of their own)
+    primary_keys = keys_through_renames(primary_keys, progress.table_states())
     batch_events = events  # the changelog's: the batch's own events, held ones included
     if hold is None and plan is None and (gate or progress.held_version() is not None):
         hold = transactions.gate(
@@ -240,8 +244,17 @@ def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, p
     rename to the new name (:func:`cdclake.apply.renames.relabel_late`); default
     ``changelog`` (events cdclake makes itself are never late). ``split``: the rename steps
     (old name, point) the batch was already split at (never split at one twice)."""
+    from cdclake.apply.renames import keys_through_renames
+
     if plan is None:
         plan = plan_batch(events, primary_keys)
+    if plan.renames:  # the batch's renames give their new names the old one's configured key
+        keys = keys_through_renames(primary_keys, {}, plan.renames)
+        if keys is not primary_keys:
+            added = {n for n in keys if n not in (primary_keys or {})}
+            primary_keys = keys
+            if any(p.name in added and p.key_source != "configuration" for p in plan.tables):  # (rename batches only)
+                plan = plan_batch(events, primary_keys)
     states = progress.table_states()
     relabelled = None
     if (changelog if relabel is None else relabel) and any(st.renamed for st in states.values()):

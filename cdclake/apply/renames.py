@@ -43,6 +43,8 @@ place (ended by the rename), and ``b``'s history keeps per key only the newest c
 at P (:func:`cdclake.apply.history._versions`' regions, from the progress table's
 ``renamed``: :attr:`TableState.moved_in`); not for a table without a key.
 
+A key configured for ``a`` goes on to ``b`` when ``b`` has none configured
+(:func:`keys_through_renames`: the moved rows, ``b``'s events and ``a``'s late ones take it).
 Limits (README, NOTES.md): the key of the moved rows is the
 batch's (configured, else the one the batch's events of ``b`` or ``a`` state), else none (the
 rows then land as rows without a key, which later keyed changes of ``b`` match by key); a
@@ -240,6 +242,38 @@ def configured_key(table: tuple, primary_keys: dict[str, list[str]] | None) -> l
     p = TablePlan(*table)
     _choose_key(p, primary_keys or {})
     return p.key if p.key_source == "configuration" else []
+
+
+def keys_through_renames(primary_keys: dict[str, list[str]] | None, states: dict,
+                         renames: list[TableRename] = ()) -> dict[str, list[str]]:
+    """``primary_keys`` (``--primary-key``: qualified, ``database.table`` or bare names) with
+    the key configured for a renamed table given to each of its later names that has none
+    configured: the renames of earlier batches (the progress table's ``renamed``, ``states``,
+    followed through chains: :func:`rename_chains`) and then ``renames`` (the batch's, in
+    order). So the old table's late events moved to the new name (:func:`relabel_late`) and
+    the new name's own events are applied with the key the user gave the table, as its moved
+    rows were (:func:`apply_renames`). A configured key wins over a message's
+    (:func:`cdclake.apply.plan.plan_batch`), so does one given on this way. Pure Python;
+    returns ``primary_keys`` itself when nothing is added."""
+    from cdclake.model import qualified_name
+
+    keys = primary_keys or {}
+    if not keys:
+        return keys
+    out = dict(keys)
+
+    def by_name(name: str) -> list[str]:  # (a qualified name: the names plan_batch looks up)
+        parts = name.split(".")
+        return configured_key((parts[0] if len(parts) > 1 else None, parts[1] if len(parts) > 2 else None, parts[-1]), out)
+
+    steps = [(old, [qualified_name(*h[0]) for h in hops]) for old, _point, hops in rename_chains(states)]
+    steps += [(qualified_name(*r.old), [qualified_name(*r.new)]) for r in renames if r.old != r.new]
+    for old, news in steps:
+        key = by_name(old)
+        for new in news:
+            if key and not by_name(new):
+                out[new] = list(key)
+    return out if out != keys else keys
 
 
 def reads_stay(spark: SparkSession, target: str, r: TableRename, key: list[str] | None,

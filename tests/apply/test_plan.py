@@ -373,6 +373,28 @@ def test_late_events_follow_every_later_rename_of_the_new_name():
     }
 
 
+def test_a_configured_key_goes_on_with_the_renames_of_its_table():
+    # t (key configured by its bare name) -> n at 10, n -> z at 20 (earlier batches); o has
+    # its own key and keeps it when p is renamed to it; the batch renames z -> w and q -> r
+    # (q has no key: r gets none)
+    from cdclake.apply.delta_table import TableState
+    from cdclake.apply.plan import TableRename
+    from cdclake.apply.renames import keys_through_renames
+
+    def st(*steps):
+        return TableState(renamed=[([Decimal(x) for x in pt], None, ("db", None, to)) for pt, to in steps])
+
+    states = {"db.t": st(((10, 1), "n")), "db.n": st(((20, 1), "z")), "db.p": st(((5, 1), "o"))}
+    renames = [TableRename([Decimal(30)], "30", None, None, "test", "", 1, ("db", None, old), ("db", None, new))
+               for old, new in (("z", "w"), ("q", "r"))]
+    configured = {"t": ["id"], "db.p": ["a"], "db.o": ["b"]}
+    got = keys_through_renames(configured, states, renames)
+    assert got == {**configured, "db.n": ["id"], "db.z": ["id"], "db.w": ["id"]}
+    assert configured == {"t": ["id"], "db.p": ["a"], "db.o": ["b"]}  # (the caller's dict stays as it was)
+    assert keys_through_renames(configured, {}) is configured  # nothing renamed: the same dict
+    assert keys_through_renames({}, states, renames) == {}  # nothing configured: nothing to go on
+
+
 def test_names_back_follow_renames_and_stop_where_the_name_was_another_column():
     from cdclake.apply.plan import names_back
 

@@ -564,6 +564,30 @@ def _late_snapshot_read_of_a_renamed_table_lands():
     return [(first, {"t": [(1, "a", None)]}), (second, {"t": [], "n": [(1, "a", None)]}), (third, done), (first + second + third, done)]
 
 
+def _configured_key_follows_the_rename():
+    # renkey's key is configured (SCENARIO_KEYS), its events state none, and its updates carry
+    # no before image: the new name n has no key configured, and gets renkey's
+    # (renames.keys_through_renames): n's own update in the rename's batch (2) and a late
+    # update of t older than the rename (3), moved to n, replace their rows. Until session 38
+    # n was a table without a key there: both updates added a row beside the old one
+    def ddl(pos, text):
+        return dict(ev(None, pos, kind="ddl", key=None), ddl=text)
+
+    bare = dict(key=None)
+    return [
+        ([ev("c", 1, row(1, "a"), **bare), ev("c", 2, row(2, "b"), **bare), ev("c", 3, row(3, "c"), **bare)],
+         {"t": [(1, "a", None), (2, "b", None), (3, "c", None)]}),
+        ([ddl(10, "RENAME TABLE renkey TO renkey_n"), ev("u", 11, row(2, "b11"), table="n", **bare)],
+         {"t": [], "n": [(1, "a", None), (2, "b11", None), (3, "c", None)]}),
+        ([ev("u", 5, row(1, "a5"), **bare), ev("u", 12, row(3, "c12"), table="n", **bare)],
+         {"t": [], "n": [(1, "a5", None), (2, "b11", None), (3, "c12", None)]}),
+    ]
+
+
+#: keys configured for the scenarios' tables (``--primary-key``), as test_scenarios_in_shared_batches gives them
+SCENARIO_KEYS = {"db.renkey": ["id"]}
+
+
 def _renamed_table_without_key_keeps_its_capped_images():
     # Format test reads rank below the stream (like Canal's INIT): in a table without a key
     # such a read caps its image, one row or none (cdclake.apply.keyless), because the stream
@@ -830,6 +854,7 @@ SCENARIOS = {
     "renpart": _renamed_table_keeps_positions_per_column,
     "renread": _late_snapshot_read_of_a_renamed_table_lands,
     "rencap": _renamed_table_without_key_keeps_its_capped_images,
+    "renkey": _configured_key_follows_the_rename,
     "arrive": _older_change_in_a_later_batch_and_redelivery,
 }
 
@@ -856,7 +881,7 @@ def test_scenarios_in_shared_batches(spark, tmp_path):
     results = []
     for i in range(max(map(len, steps.values()))):
         batch = [_relabel(name, e) for name, s in steps.items() if i < len(s) for e in s[i][0]]
-        results.append({r.table: r for r in apply(spark, tmp_path, batch)})
+        results.append({r.table: r for r in apply(spark, tmp_path, batch, primary_keys=SCENARIO_KEYS)})
         want = {(name, t): rows for name, s in steps.items() if i < len(s) and s[i][1] for t, rows in s[i][1].items()}
         got = {(name, t): table(spark, tmp_path, f"db.{_table_name(name, t)}") if (tmp_path / f"db.{_table_name(name, t)}").exists() else []
                for name, t in want}
