@@ -62,7 +62,7 @@ from __future__ import annotations
 from functools import reduce
 
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, Observation, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as ST
 
@@ -406,8 +406,10 @@ def _versions(points: DataFrame, columns: dict[str, str], alias: dict[str, str],
     ``copies`` (a table without a key, whose key is the whole image): the points of an image
     are copies of one row, not one row's changes; each version ends as :func:`_copy_ends` says.
 
-    ``regions`` (a keyed table; :attr:`TableState.moved_in`): the points of the table renames
-    that moved rows into the table. The changes at a region (positions that begin with its
+    ``regions`` (:attr:`TableState.moved_in`): the points of the table renames that moved rows
+    into the table. Of a table without a key (``copies``), a copy's version that begins and
+    ends in one region ended in the old table before the rename: it is no version of this
+    table. Of a keyed table, the changes at a region (positions that begin with its
     point, longer than it: the moved versions, and the old table's changes that arrived after
     the move, :func:`cdclake.apply.renames.relabel_late`) all stand for the old table's row as
     it was at the rename, so per key only the newest of them counts, and none when a truncate
@@ -423,7 +425,7 @@ def _versions(points: DataFrame, columns: dict[str, str], alias: dict[str, str],
     deleting = F.col("_op").isin("d", "t")
     w2 = Window.partitionBy(*keys).orderBy("_ord")
     upto = w2.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    regions = [r for r in regions or [] if r] if not copies else []
+    regions = [r for r in regions or [] if r]
     nxt_of = F.lead(F.struct("_ord", "_op", "_pos_text", "_etime")).over(w2)
     if copies:
         points = _copy_ends(points, keys)
@@ -437,13 +439,15 @@ def _versions(points: DataFrame, columns: dict[str, str], alias: dict[str, str],
             continue
         carried = F.col("_p" + a) & ~deleting | ((F.col("_src") == 0) & F.col("_first") & ~deleting)
         values.append(F.last(F.when(carried, F.struct(F.col(a).alias("v"))), ignorenulls=True).over(upto)["v"].alias(a))
-    if regions:
-        pos = F.col("_ord.pos")
-        rg = None
-        for i, r in enumerate(regions):
-            inside = (F.size(pos) > len(r)) & (F.slice(pos, 1, len(r)) == F.expr(_order_sql(r)))
-            rg = F.when(inside, i) if rg is None else rg.when(inside, i)
-        points = points.withColumn("_rg", rg)
+    if regions and copies:
+        # a copy's version that begins and ends in one region ended in the old table before
+        # the rename: not a version of this table (a stored one goes, by the MERGE)
+        rg = _region_of(F.col("_ord.pos"), regions)
+        inner = rg.isNotNull() & rg.eqNullSafe(_region_of(F.col("_nxt._ord.pos"), regions))
+        valued = points.select(*values, "_op", "_present", "_ord", "_pos_text", "_etime", "_src", "_nxt", inner.alias("_drop"))
+        stepped = valued.where(~deleting & (~F.col("_drop") | (F.col("_src") == 0))).drop("_src")
+    elif regions:
+        points = points.withColumn("_rg", _region_of(F.col("_ord.pos"), regions))
         region = Window.partitionBy(*keys, "_rg")
         truncating = F.col("_op") == "t"
         newest = F.max(F.when(~truncating, F.col("_ord"))).over(region)
@@ -477,6 +481,16 @@ def _versions(points: DataFrame, columns: dict[str, str], alias: dict[str, str],
         F.expr(end).alias("_cdc_end"),
         *(["_drop"] if regions else []),
     )
+
+
+def _region_of(pos: Column, regions: list) -> Column:
+    """The index in ``regions`` (rename points, ``position.order`` lists) of the region a
+    position (array<decimal>) lies in: it begins with the point and is longer; NULL in none."""
+    rg = None
+    for i, r in enumerate(regions):
+        inside = (F.size(pos) > len(r)) & (F.slice(pos, 1, len(r)) == F.expr(_order_sql(r)))
+        rg = F.when(inside, i) if rg is None else rg.when(inside, i)
+    return rg
 
 
 def _copy_ends(points: DataFrame, keys: list[str]) -> DataFrame:

@@ -147,14 +147,24 @@ def test_history_tables(spark, tmp_path):
            *(ev(op, p, **{"after" if op == "c" else "before": same}, table="g", key=None) for op, p in (("c", 1), ("c", 2), ("c", 12), ("d", 13)))]
     eg2 = [dict(ev(None, 10, kind="ddl", table="e"), ddl="RENAME TABLE db.e TO db.en, db.g TO db.gn")]
 
-    first = apply(spark, tmp_path, t1 + p1 + k1 + m1 + mv1 + n1 + o1 + s1 + r1 + c1 + d1 + kw1 + eg1)
+    # table cr (no key), renamed to crn at 10: its delete of x at 3 comes before x's insert at 2,
+    # which arrives after the rename: in cr the late insert's version ends at the delete; in crn
+    # the moved insert (at P + 2) meets the carried delete (at P + 3): a copy that began and
+    # ended before the rename, no version of crn (history._versions' regions; until session 38
+    # crn kept it)
+    x, y = row(2, "x"), row(1, "y")
+    cr1 = [ev("c", 1, y, table="cr", key=None), ev("d", 3, before=x, table="cr", key=None)]
+    cr2 = [dict(ev(None, 10, kind="ddl", table="cr", key=None), ddl="RENAME TABLE db.cr TO db.crn")]
+    cr4 = [ev("c", 2, x, table="cr", key=None)]
+
+    first = apply(spark, tmp_path, t1 + p1 + k1 + m1 + mv1 + n1 + o1 + s1 + r1 + c1 + d1 + kw1 + eg1 + cr1)
     assert history(spark, tmp_path, "db.c") == [
         (7, "same", None, "1", "3", "d", 1, 3, False),
         (7, "same", None, "2", "4", "d", 2, 4, False),
         (8, "other", None, "4", None, None, 4, None, True),
     ]
     assert (first["db.t"].inserted, first["db.t"].rows_now) == (3, 3)
-    apply(spark, tmp_path, t2 + p2 + t3 + m2 + mv2 + n2 + o2 + s2 + r2 + c2 + kw2 + eg2)
+    apply(spark, tmp_path, t2 + p2 + t3 + m2 + mv2 + n2 + o2 + s2 + r2 + c2 + kw2 + eg2 + cr2)
     for name, a, b in (("db.kr", "kid", "name"), ("db.wr", "id", "label")):
         got = sorted((r[a], r[b], r["_cdc_position_text"], r["_cdc_end"]["position_text"] if r["_cdc_end"] else None, r["_cdc_is_current"])
                      for r in lake_rows(spark, f"{tmp_path}/{name}"))
@@ -177,7 +187,7 @@ def test_history_tables(spark, tmp_path):
         "db.r": (3, 3), "db.rn": (2, 0)}
     assert again["db.rn"].deleted == 2  # key 1's and 5's versions begun; key 1's and 3's moved ones deleted
     # batch 4: late changes of t and mv; r's late changes and first batch again: nothing changes there
-    last = apply(spark, tmp_path, t4 + mv4 + r4 + r1)
+    last = apply(spark, tmp_path, t4 + mv4 + r4 + r1 + cr4)
     assert {n: (r.inserted, r.updated, r.deleted) for n, r in last.items() if n in ("db.r", "db.rn")} == {
         "db.r": (0, 0, 0), "db.rn": (0, 0, 0)}
 
@@ -254,6 +264,11 @@ def test_history_tables(spark, tmp_path):
         (2, "b8", None, "10", "11", "u", 10, 11, False),
         (5, "late", None, "10", None, None, 10, None, True),
     ]
+    assert history(spark, tmp_path, "db.cr") == [
+        (1, "y", None, "1", "10", "t", 1, 10, False),
+        (2, "x", None, "2", "3", "d", 2, 3, False),
+    ]
+    assert history(spark, tmp_path, "db.crn") == [(1, "y", None, "10", None, None, 10, None, True)]
     assert history(spark, tmp_path, "db.e") == [
         (1, "a", None, "1", "10", "t", 1, 10, False),
         (1, "new", None, "12", "13", "t", 12, 13, False),
