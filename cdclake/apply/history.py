@@ -41,7 +41,13 @@ when a change arrives late between them.
 
 A table without a key is a multiset, as in SCD type 1 (:mod:`cdclake.apply.keyless`): its
 identical rows are copies, each with versions of its own, and a delete ends the version of the
-copy that began first (:func:`_copy_ends`).
+copy that began first (:func:`_copy_ends`). A snapshot read ranked below the stream caps its
+image (one current version or none): a batch reads the touched images' stored reads whose
+versions it cannot change as :data:`CAP` points, so the cap holds in later batches too. A
+read a table rename moved in (op ``r`` at the rename's point followed by -1) caps as it did
+in the old table; a copy's version that begins and ends in the rename's region is no version
+of the new table (:func:`_versions`' ``regions``). Limit: an image whose capping read ended
+in the old table before the rename is not capped in the new one.
 
 A partial update that moves its row to a new key (Qlik) begins the new key's version with the
 old key's values, as of just before the move, for the columns it does not carry
@@ -66,6 +72,7 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as ST
 
+from cdclake.apply.keyless import moved_read_sql, rank_of
 from cdclake.apply.moves import MOVE_HOPS
 from cdclake.apply.plan import TablePlan, order_key
 from cdclake.apply.delta_table import (
@@ -91,11 +98,16 @@ from cdclake.apply.delta_table import (
     key_schema_sql,
     merge_condition_sql,
     q,
-    rank_sql,
     read_deletes,
     remembered_struct_sql,
     table_properties,
 )
+
+#: the op of a point that only says its image is capped (:func:`_copy_ends`): a table's stored
+#: snapshot read ranked below the stream whose version the batch cannot change; it begins no
+#: version and ends none, but its segment's points each end the version before them
+CAP = "k"
+
 
 def _point(keys: dict[str, str], names: list[str], alias: dict[str, str], op, ord_sql: str, pos_text, etime, src: int,
            values: bool = False, present=None) -> list:
@@ -190,12 +202,21 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
     keys = [alias[k] for k in key]
     # (a table without a key: every update with a before image takes a copy and makes one,
     # also one whose images are equal, as in cdclake.apply.keyless)
-    batch = _typed(change_rows(events, plan, columns, None, every_update_moves=not plan.key).withColumn("_src", F.lit(1)), columns, alias)
+    # (a table without a key: a snapshot read a rename moved in ranks as streamed, after the
+    # table's truncate at the rename's point, and caps its image: keyless.rank_of, _copy_ends)
+    moved = [] if plan.key else [*prep.state.moved_in, *plan.moved_into]
+    batch = _typed(change_rows(events, plan, columns, None, every_update_moves=not plan.key,
+                               rank=rank_of("op", "position.order", plan.snapshot_by_position, moved)).withColumn("_src", F.lit(1)),
+                   columns, alias)
     truncs = _batch_truncates(spark, events, plan)
     moves = _moves_to_remember(batch, plan, columns) if "_from" in batch.columns else None
     followed, hops = _moves_of_touched(spark, batch, prep, deletes_path) if prep.exists else ([], 0)
     reach = sorted({m["to"] for m in followed})
 
+    # a table without a key whose snapshot reads rank below the stream: such a read caps its
+    # image (one copy or none) until the next truncate or read, so a batch reads it, as a CAP
+    # point, also when its version can no longer change (_copy_ends)
+    caps = not plan.key and not plan.snapshot_by_position
     # a table without a key whose column the batch drops or renames: every image again
     # (cdclake.apply.keyless: events written after the DDL were matched with their batch's columns)
     recount = not plan.key and plan.drops_or_renames_columns
@@ -212,12 +233,16 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
             tbl = tbl.join(touched, _key_match(tbl, touched, [(q(k), alias[k]) for k in key]), "left_semi")
             if plan.min_data is not None:
                 rank, order = plan.min_data
-                tbl = tbl.where(
-                    F.col("_cdc_is_current")
-                    | F.expr(f"struct({rank_sql('_cdc_end.op', plan.snapshot_by_position)}, _cdc_end.position) >= struct({rank}, {_order_sql(order)})")
-                )
-        row_ord = _ord_sql(rank_sql("_cdc_op", plan.snapshot_by_position), "_cdc_position", "1", "_cdc_record")
-        versions = _point({}, names, alias, F.col("_cdc_op"), row_ord, F.col("_cdc_position_text"),
+                may_change = (F.col("_cdc_is_current")
+                              | F.expr(f"struct({rank_of('_cdc_end.op', '_cdc_end.position', plan.snapshot_by_position, moved)},"
+                                       f" _cdc_end.position) >= struct({rank}, {_order_sql(order)})"))
+                if caps:  # the touched images' snapshot reads that begin their caps, as CAP points
+                    tbl = tbl.where(may_change | (F.col("_cdc_op") == "r")).withColumn("_cap", ~may_change)
+                else:
+                    tbl = tbl.where(may_change)
+        row_ord = _ord_sql(rank_of("_cdc_op", "_cdc_position", plan.snapshot_by_position, moved), "_cdc_position", "1", "_cdc_record")
+        op = F.when(F.col("_cap"), F.lit(CAP)).otherwise(F.col("_cdc_op")) if "_cap" in tbl.columns else F.col("_cdc_op")
+        versions = _point({}, names, alias, op, row_ord, F.col("_cdc_position_text"),
                           F.col("_cdc_event_time_ms"), 0, values=True, present=F.col("_cdc_present"))
         end_ord = _ord_sql("1", "_cdc_end.position", "_cdc_end.sub", "_cdc_end.record")
         ended = _point({alias[k]: q(k) for k in key}, names, alias, F.col("_cdc_end.op"), end_ord,
@@ -263,7 +288,10 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
     remember = history_deletes(spark, events, plan, deletes)
     if moves is not None:
         remember = moves if remember is None else remember.unionByName(moves, allowMissingColumns=True)
-    return _versions(points, columns, alias, keys, copies=not plan.key, regions=_regions_reached(plan, prep.state.moved_in)), remember, reach
+    # (a table without a key: its move's own batch reaches the region too, and every region's
+    # moved reads cap their images)
+    regions = _regions_reached(plan, prep.state.moved_in if plan.key else moved)
+    return _versions(points, columns, alias, keys, copies=not plan.key, regions=regions, moved=moved), remember, reach
 
 
 def _regions_reached(plan: TablePlan, moved_in: list) -> list:
@@ -376,7 +404,9 @@ def _remembered(spark: SparkSession, prep: Prepared, deletes_path: str, every: b
     batch holds a change not newer than the table's latest delete or truncate. ``every``: all
     of them (every image of a table without a key is counted again)."""
     plan, state = prep.plan, prep.state
-    need_deletes = every or _needs_delete_check(plan, state)
+    # (a rename's move into a table without a key: the old table's deletes carried with it end
+    # the reads it moves, history._copy_ends; the new table's progress does not know them yet)
+    need_deletes = every or _needs_delete_check(plan, state) or bool(not plan.key and plan.moved_into and plan.max_delete is not None)
     need_truncs = every or _may_be_older(plan, state.truncate_position)
     if not (need_deletes or need_truncs) or not DeltaTable.isDeltaTable(spark, deletes_path):
         return None
@@ -396,7 +426,7 @@ def _remembered(spark: SparkSession, prep: Prepared, deletes_path: str, every: b
 
 
 def _versions(points: DataFrame, columns: dict[str, str], alias: dict[str, str], keys: list[str], copies: bool = False,
-              regions: list | None = None) -> DataFrame:
+              regions: list | None = None, moved: list = ()) -> DataFrame:
     """Each key's points in order, deduplicated (a point of the batch that the table holds
     already is the table's), as versions: every point that is not a delete or truncate, ended
     by the next point. A column an image does not carry takes the value of the latest point
@@ -404,7 +434,8 @@ def _versions(points: DataFrame, columns: dict[str, str], alias: dict[str, str],
     its stored values).
 
     ``copies`` (a table without a key, whose key is the whole image): the points of an image
-    are copies of one row, not one row's changes; each version ends as :func:`_copy_ends` says.
+    are copies of one row, not one row's changes; each version ends as :func:`_copy_ends` says
+    (``moved``: the points of the renames into the table, whose moved reads cap their images).
 
     ``regions`` (:attr:`TableState.moved_in`): the points of the table renames that moved rows
     into the table. Of a table without a key (``copies``), a copy's version that begins and
@@ -422,13 +453,13 @@ def _versions(points: DataFrame, columns: dict[str, str], alias: dict[str, str],
         F.lag("_ord").over(w).eqNullSafe(F.col("_ord")).alias("_dup"),
         (F.row_number().over(w) == 1).alias("_first"),
     ).where(~F.col("_dup"))
-    deleting = F.col("_op").isin("d", "t")
+    deleting = F.col("_op").isin("d", "t", CAP)  # (points that begin no version)
     w2 = Window.partitionBy(*keys).orderBy("_ord")
     upto = w2.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     regions = [r for r in regions or [] if r]
     nxt_of = F.lead(F.struct("_ord", "_op", "_pos_text", "_etime")).over(w2)
     if copies:
-        points = _copy_ends(points, keys)
+        points = _copy_ends(points, keys, list(moved))
     elif not regions:
         points = points.withColumn("_nxt", nxt_of)
     values = []
@@ -493,7 +524,7 @@ def _region_of(pos: Column, regions: list) -> Column:
     return rg
 
 
-def _copy_ends(points: DataFrame, keys: list[str]) -> DataFrame:
+def _copy_ends(points: DataFrame, keys: list[str], moved: list = ()) -> DataFrame:
     """``points`` (deduplicated by ``_ord``, of a table without a key: ``keys`` are every
     column) with ``_nxt``, the point that ends each version: a struct of its ``_ord``,
     ``_op``, ``_pos_text``, ``_etime``; null while current (and on deletes and truncates,
@@ -522,7 +553,7 @@ def _copy_ends(points: DataFrame, keys: list[str]) -> DataFrame:
     the next segment's first point. Window functions over one exchange by image, each frame
     growing or a single row (linear in an image's points); no lambda."""
     op = F.col("_op")
-    points = points.withColumn("_sign", F.when(op == "d", -1).when(op == "t", 0).otherwise(1))
+    points = points.withColumn("_sign", F.when(op == "d", -1).when(op.isin("t", CAP), 0).otherwise(1))
     atom = Window.partitionBy(*keys, "_sign", F.col("_ord._rank"), F.col("_ord.pos"), F.col("_ord._sub")).orderBy("_src", "_ord")
     points = points.withColumn("_atom", F.row_number().over(atom)).where(F.col("_atom") == 1)
     by_image = Window.partitionBy(*keys).orderBy("_ord")
@@ -532,13 +563,14 @@ def _copy_ends(points: DataFrame, keys: list[str]) -> DataFrame:
     upto = by_image.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     # the next reset after a row: the latest before it in descending order (a growing frame)
     backwards = Window.partitionBy(*keys).orderBy(F.col("_ord").desc()).rowsBetween(Window.unboundedPreceding, -1)
-    points = points.withColumn("_reset", (op == "t") | (op == "r") & ~again)
+    points = points.withColumn("_reset", op.isin("t", CAP) | (op == "r") & ~again)
     points = points.select(
         "*",
         F.sum(F.col("_reset").cast("int")).over(upto).alias("_seg"),
         F.last(F.when(F.col("_reset"), this), ignorenulls=True).over(backwards).alias("_next_seg"),
         F.lead(this).over(by_image).alias("_next"),
-        (F.col("_reset") & (op == "r") & (F.col("_ord._rank") == 0)).alias("_below"),
+        (F.col("_reset") & (op == "r") & ((F.col("_ord._rank") == 0) | F.expr(moved_read_sql("_op", "_ord.pos", moved)))
+         | (op == CAP)).alias("_below"),
     )
     seg = Window.partitionBy(*keys, "_seg")
     seg_upto = seg.orderBy("_ord").rowsBetween(Window.unboundedPreceding, Window.currentRow)

@@ -15,9 +15,10 @@ point:
   by the batch before, stay (they are newer), and so do its deletes after P (remembered in
   ``_cdclake/deletes``); a table without a key keeps its identical rows apart (each moved row
   has its own position). A snapshot read ranked below the stream (Canal/DTS ``INIT``, Qlik
-  ``REFRESH``) goes at ``P + [i, -1]``, before them; into a table without a key and without
-  history it stays a read (op ``r``), which caps its image there as in ``a``
-  (:func:`reads_stay`, :func:`cdclake.apply.keyless.rank_of`). A row with per-column positions (``_cdc_column_orders``) moves as
+  ``REFRESH``) goes at ``P + [i, -1]``, before them; into a table without a key (of current
+  rows or history) it stays a read (op ``r``), which caps its image there as in ``a``
+  (:func:`reads_stay`, :func:`cdclake.apply.keyless.rank_of`,
+  :func:`cdclake.apply.history._copy_ends`). A row with per-column positions (``_cdc_column_orders``) moves as
   partial updates at ``P + [i] +`` each column's position (:func:`_moved_by_column`), so it
   keeps them in ``b``.
 * ``a`` is ended at the point, as a truncate: its rows ordered before it are removed (a
@@ -276,21 +277,16 @@ def keys_through_renames(primary_keys: dict[str, list[str]] | None, states: dict
     return out if out != keys else keys
 
 
-def reads_stay(spark: SparkSession, target: str, r: TableRename, key: list[str] | None,
-               primary_keys: dict[str, list[str]] | None) -> bool:
+def reads_stay(r: TableRename, key: list[str] | None, primary_keys: dict[str, list[str]] | None) -> bool:
     """A snapshot read ranked below the stream (Canal/DTS ``INIT``, Qlik ``REFRESH``) of the
     step's old table moves to the new table as a read (op ``r``), not as an insert: the new
-    table will have no key (``key``: the moved rows', none configured for it) and keep no
-    history (an existing new table its own kind, else the old one's), and the rename's format
-    ranks such reads below the stream. There the read keeps its image capped (one row or
-    none: :mod:`cdclake.apply.keyless`) as it was in the old table. Reads the tables' logs."""
-    from cdclake.apply.batch import is_history_table, table_path
+    table will have no key (``key``: the moved rows', none configured for it), and the
+    rename's format ranks such reads below the stream. There the read keeps its image capped
+    (one row or none: :mod:`cdclake.apply.keyless`, :func:`cdclake.apply.history._copy_ends`)
+    as it was in the old table. Pure Python."""
     from cdclake.formats import snapshot_position_formats
 
-    if key or configured_key(r.new, primary_keys) or (r.format or "") in snapshot_position_formats():
-        return False
-    new = table_path(target, r.new_name)
-    return not is_history_table(spark, new if DeltaTable.isDeltaTable(spark, new) else table_path(target, r.old_name))
+    return not (key or configured_key(r.new, primary_keys) or (r.format or "") in snapshot_position_formats())
 
 
 def step_done(r: TableRename, states: dict) -> bool:
@@ -386,7 +382,7 @@ def apply_renames(
             # table created again's; the moved rows declare those of the point
             at_point = (None if early_at[id(r)] is None else
                         columns_at_point(spark, target, r, states, _source_columns(spark, table_path(target, old)), key))
-            stay = reads_stay(spark, target, r, key, primary_keys)
+            stay = reads_stay(r, key, primary_keys)
             m, e, columns, history = _step_events(spark, table_path(target, old), r, key, state, at_point, stay)
             # a new table is of the old one's kind (history or not); an existing one keeps its own
             if not DeltaTable.isDeltaTable(spark, table_path(target, new)):
@@ -600,9 +596,11 @@ def _carry_deletes(spark: SparkSession, target: str, r: TableRename, txn: audit.
     if not DeltaTable.isDeltaTable(spark, path):
         return
     point = _order_sql(rename_point(r))
+    rem = spark.read.format("delta").load(path)
+    # (a deletes table only history tables wrote has no op: it remembers no reads)
     own = (f"CASE WHEN op = 'r' AND NOT {moved_read_sql('op', 'position', list(moved_in))} THEN array(cast(-1 as decimal(38,0)))"
-           " ELSE position END") if reads_stay else "position"
-    rows = (spark.read.format("delta").load(path).where(F.col("table") == F.lit(r.old_name)).where(f"position < {point}")
+           " ELSE position END") if reads_stay and "op" in rem.columns else "position"
+    rows = (rem.where(F.col("table") == F.lit(r.old_name)).where(f"position < {point}")
             .withColumn("table", F.lit(r.new_name)).withColumn("position", F.expr(f"concat({point}, {own})")))
     audit.append(rows, path, txn)
 
@@ -710,7 +708,7 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
     keyless = "(primary_key IS NULL OR size(primary_key) = 0)"
 
     def as_read(to: tuple) -> bool:  # a moved read stays a read there (reads_stay)
-        return not hist(qualified_name(*to)) and not configured_key(to, primary_keys)
+        return not configured_key(to, primary_keys)
     conds = []
     batch_tables = {p.name for p in plan.tables}
     for name, point, hops in rename_chains(states):
@@ -902,9 +900,11 @@ def _step_events(
     the old table older than it that arrives later stays out there too. A moved row's position is the
     step's point followed by the row's own position (its record the row's), so a move
     applied again gives the same changes (re-delivery changes nothing, identical rows of a
-    table without a key stay apart). ``reads_stay`` (the new table has no key and keeps no
-    history, :func:`reads_stay`): a snapshot read ranked below the stream moves as a read (op
-    ``r``), so its image stays capped there (:mod:`cdclake.apply.keyless`); else as an insert."""
+    table without a key stay apart). ``reads_stay`` (the new table has no key,
+    :func:`reads_stay`): a snapshot read ranked below the stream moves as a read (op ``r``), so
+    its image stays capped there (:mod:`cdclake.apply.keyless`,
+    :func:`cdclake.apply.history._copy_ends`); else as an insert. (A history table's read
+    that ended before the point does not move: the new table does not know its cap, NOTES.)"""
     point = rename_point(r)
     from cdclake.apply.keyless import rank_of
     from cdclake.formats import snapshot_position_formats

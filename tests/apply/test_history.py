@@ -112,6 +112,9 @@ def test_history_tables(spark, tmp_path):
     # like Canal's INIT) the image keeps one current version, as a table of current rows keeps
     # one row (keyless.py): each point ends the version before it
     d1 = [ev(op, p, row(9, "dup"), table="d", key=None) for op, p in (("r", 1), ("c", 2), ("c", 3))]
+    # and in a later batch (4) too, whose oldest change is newer than the read's version: the
+    # read is read as a cap point (history.CAP; until session 38 the insert at 5 was a second copy)
+    d4 = [ev("c", 5, row(9, "dup"), table="d", key=None)]
 
     # tables kr (its key column id renamed to kid at 5) and wr (no key; name renamed to label
     # at 5): a delete at 3 arrives a batch before the older insert at 1 it ends, and the
@@ -156,15 +159,23 @@ def test_history_tables(spark, tmp_path):
     cr1 = [ev("c", 1, y, table="cr", key=None), ev("d", 3, before=x, table="cr", key=None)]
     cr2 = [dict(ev(None, 10, kind="ddl", table="cr", key=None), ddl="RENAME TABLE db.cr TO db.crn")]
     cr4 = [ev("c", 2, x, table="cr", key=None)]
+    # table cp (no key), renamed to cpn at 10: its image x was read by a snapshot ranked below
+    # the stream (format test, like Canal's INIT), so it keeps one current version or none
+    # (as in d); the read moves as a read (renames.reads_stay), so in cpn too each insert of x,
+    # the one at 11 in the rename's batch and the one at 12 in batch 4, ends the version
+    # before it (until session 38 cpn held three current copies)
+    cp1 = [ev("r", 1, x, table="cp", key=None), ev("c", 2, y, table="cp", key=None)]
+    cp2 = [dict(ev(None, 10, kind="ddl", table="cp", key=None), ddl="RENAME TABLE db.cp TO db.cpn"), ev("c", 11, x, table="cpn", key=None)]
+    cp4 = [ev("c", 12, x, table="cpn", key=None)]
 
-    first = apply(spark, tmp_path, t1 + p1 + k1 + m1 + mv1 + n1 + o1 + s1 + r1 + c1 + d1 + kw1 + eg1 + cr1)
+    first = apply(spark, tmp_path, t1 + p1 + k1 + m1 + mv1 + n1 + o1 + s1 + r1 + c1 + d1 + kw1 + eg1 + cr1 + cp1)
     assert history(spark, tmp_path, "db.c") == [
         (7, "same", None, "1", "3", "d", 1, 3, False),
         (7, "same", None, "2", "4", "d", 2, 4, False),
         (8, "other", None, "4", None, None, 4, None, True),
     ]
     assert (first["db.t"].inserted, first["db.t"].rows_now) == (3, 3)
-    apply(spark, tmp_path, t2 + p2 + t3 + m2 + mv2 + n2 + o2 + s2 + r2 + c2 + kw2 + eg2 + cr2)
+    apply(spark, tmp_path, t2 + p2 + t3 + m2 + mv2 + n2 + o2 + s2 + r2 + c2 + kw2 + eg2 + cr2 + cp2)
     for name, a, b in (("db.kr", "kid", "name"), ("db.wr", "id", "label")):
         got = sorted((r[a], r[b], r["_cdc_position_text"], r["_cdc_end"]["position_text"] if r["_cdc_end"] else None, r["_cdc_is_current"])
                      for r in lake_rows(spark, f"{tmp_path}/{name}"))
@@ -187,7 +198,7 @@ def test_history_tables(spark, tmp_path):
         "db.r": (3, 3), "db.rn": (2, 0)}
     assert again["db.rn"].deleted == 2  # key 1's and 5's versions begun; key 1's and 3's moved ones deleted
     # batch 4: late changes of t and mv; r's late changes and first batch again: nothing changes there
-    last = apply(spark, tmp_path, t4 + mv4 + r4 + r1 + cr4)
+    last = apply(spark, tmp_path, t4 + mv4 + r4 + r1 + cr4 + cp4 + d4)
     assert {n: (r.inserted, r.updated, r.deleted) for n, r in last.items() if n in ("db.r", "db.rn")} == {
         "db.r": (0, 0, 0), "db.rn": (0, 0, 0)}
 
@@ -210,7 +221,8 @@ def test_history_tables(spark, tmp_path):
     assert history(spark, tmp_path, "db.d") == [
         (9, "dup", None, "1", "2", "c", 1, 2, False),
         (9, "dup", None, "2", "3", "c", 2, 3, False),
-        (9, "dup", None, "3", None, None, 3, None, True),
+        (9, "dup", None, "3", "5", "c", 3, 5, False),
+        (9, "dup", None, "5", None, None, 5, None, True),
     ]
     assert history(spark, tmp_path, "db.p") == [
         (1, "a", "1.00", "1", "2", "u", 1, 2, False),
@@ -269,6 +281,12 @@ def test_history_tables(spark, tmp_path):
         (2, "x", None, "2", "3", "d", 2, 3, False),
     ]
     assert history(spark, tmp_path, "db.crn") == [(1, "y", None, "10", None, None, 10, None, True)]
+    assert history(spark, tmp_path, "db.cpn") == [
+        (1, "y", None, "10", None, None, 10, None, True),
+        (2, "x", None, "10", "11", "c", 10, 11, False),
+        (2, "x", None, "11", "12", "c", 11, 12, False),
+        (2, "x", None, "12", None, None, 12, None, True),
+    ]
     assert history(spark, tmp_path, "db.e") == [
         (1, "a", None, "1", "10", "t", 1, 10, False),
         (1, "new", None, "12", "13", "t", 12, 13, False),
