@@ -72,7 +72,7 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as ST
 
-from cdclake.apply.keyless import moved_read_sql, rank_of
+from cdclake.apply.keyless import in_region_sql, moved_read_sql, rank_of
 from cdclake.apply.moves import MOVE_HOPS
 from cdclake.apply.plan import TablePlan, order_key
 from cdclake.apply.delta_table import (
@@ -473,12 +473,12 @@ def _versions(points: DataFrame, columns: dict[str, str], alias: dict[str, str],
     if regions and copies:
         # a copy's version that begins and ends in one region ended in the old table before
         # the rename: not a version of this table (a stored one goes, by the MERGE)
-        rg = _region_of(F.col("_ord.pos"), regions)
-        inner = rg.isNotNull() & rg.eqNullSafe(_region_of(F.col("_nxt._ord.pos"), regions))
+        rg = _region_of("_ord.pos", regions)
+        inner = rg.isNotNull() & rg.eqNullSafe(_region_of("_nxt._ord.pos", regions))
         valued = points.select(*values, "_op", "_present", "_ord", "_pos_text", "_etime", "_src", "_nxt", inner.alias("_drop"))
         stepped = valued.where(~deleting & (~F.col("_drop") | (F.col("_src") == 0))).drop("_src")
     elif regions:
-        points = points.withColumn("_rg", _region_of(F.col("_ord.pos"), regions))
+        points = points.withColumn("_rg", _region_of("_ord.pos", regions))
         region = Window.partitionBy(*keys, "_rg")
         truncating = F.col("_op") == "t"
         newest = F.max(F.when(~truncating, F.col("_ord"))).over(region)
@@ -514,12 +514,13 @@ def _versions(points: DataFrame, columns: dict[str, str], alias: dict[str, str],
     )
 
 
-def _region_of(pos: Column, regions: list) -> Column:
-    """The index in ``regions`` (rename points, ``position.order`` lists) of the region a
-    position (array<decimal>) lies in: it begins with the point and is longer; NULL in none."""
+def _region_of(pos: str, regions: list) -> Column:
+    """The index in ``regions`` (rename points, ``position.order`` lists) of the region the
+    position ``pos`` (SQL of an array<decimal>) lies in (:func:`keyless.in_region_sql`); NULL
+    in none."""
     rg = None
     for i, r in enumerate(regions):
-        inside = (F.size(pos) > len(r)) & (F.slice(pos, 1, len(r)) == F.expr(_order_sql(r)))
+        inside = F.expr(in_region_sql(pos, r))
         rg = F.when(inside, i) if rg is None else rg.when(inside, i)
     return rg
 

@@ -102,14 +102,20 @@ from cdclake.apply.delta_table import (
 )
 
 
+def in_region_sql(pos: str, point: list) -> str:
+    """SQL: the position ``pos`` (``position.order``, SQL) lies in the region of the rename
+    point ``point`` (a ``position.order`` list): it begins with the point and is longer (the
+    rows a table rename moved, the old table's late changes moved after them)."""
+    return f"(size({pos}) > {len(point)} AND slice({pos}, 1, {len(point)}) = {_order_sql(point)})"
+
+
 def moved_read_sql(op: str, pos: str, moved_in: list) -> str:
     """SQL: the change or row (op ``op``, ``position.order`` ``pos``, both SQL) is a snapshot
-    read that a table rename moved in: op ``r`` at a position that begins with one of
-    ``moved_in`` (rename points, ``position.order`` lists) and is longer. False without points."""
+    read that a table rename moved in: op ``r`` at a position in the region of one of
+    ``moved_in`` (rename points: :func:`in_region_sql`). False without points."""
     if not moved_in:
         return "false"
-    each = " OR ".join(f"(size({pos}) > {len(p)} AND slice({pos}, 1, {len(p)}) = {_order_sql(p)})"
-                       for p in sorted({tuple(p) for p in moved_in}))
+    each = " OR ".join(in_region_sql(pos, list(p)) for p in sorted({tuple(p) for p in moved_in}))
     return f"coalesce({op} = 'r' AND ({each}), false)"
 
 

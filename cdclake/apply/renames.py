@@ -42,7 +42,8 @@ column drops and renames before P: :attr:`TablePlan.carried_column_ddl`). When
 ``a`` or ``b`` keeps its history (SCD type 2), the event also goes into ``a``'s history at its
 place (ended by the rename), and ``b``'s history keeps per key only the newest change moved in
 at P (:func:`cdclake.apply.history._versions`' regions, from the progress table's
-``renamed``: :attr:`TableState.moved_in`); not for a table without a key.
+``renamed``: :attr:`TableState.moved_in`); of a table without a key, a copy's version that
+begins and ends in that region is none of ``b``'s (it ended in ``a`` before P).
 
 A key configured for ``a`` goes on to ``b`` when ``b`` has none configured
 (:func:`keys_through_renames`: the moved rows, ``b``'s events and ``a``'s late ones take it).
@@ -395,7 +396,7 @@ def apply_renames(
             moves.append(m)
             ends.append(e)
             if state.delete_position is not None:
-                carried.append((r, index[id(r)], stay, state.moved_in))
+                carried.append((r, index[id(r)], stay, state.moved_in, history and not key))
                 max_delete[new] = [*rename_point(r), *state.delete_position]
                 if state.move_position is not None:  # (a move is remembered with its delete)
                     max_move[new] = [*rename_point(r), *state.move_position]
@@ -417,8 +418,8 @@ def apply_renames(
                                   " changelog and applied here")
         if not moves:
             continue
-        for r, i, stay, into in carried:
-            _carry_deletes(spark, target, r, _txn(txn, str(i), "deletes"), stay, into)
+        for r, i, stay, into, copies in carried:
+            _carry_deletes(spark, target, r, _txn(txn, str(i), "deletes"), stay, into, copies)
         events = reduce(DataFrame.unionByName, moves).persist()
         try:
             to_plan = _with_lines(plan_batch(events, primary_keys), lines_to, wave, max_delete=max_delete, max_move=max_move,
@@ -581,15 +582,18 @@ def written_after_rename(plan: BatchPlan, skip=frozenset()) -> tuple[int, str, t
 
 
 def _carry_deletes(spark: SparkSession, target: str, r: TableRename, txn: audit.Txn | None, reads_stay: bool = False,
-                   moved_in: list = ()) -> None:
+                   moved_in: list = (), copies: bool = False) -> None:
     """Append to ``_cdclake/deletes`` the deletes remembered for the step's old table before
     its point, as the new table's, at the point followed by their own position: an event of
     the old table older than them that arrives later (moved to the new table by
     :func:`relabel_late`) stays out there as it would have in the old table. ``reads_stay``
     (:func:`reads_stay`): a remembered snapshot read (op ``r``, a table without a key) goes at
     the point followed by -1, where the move puts the rows of such reads (one an earlier rename
-    moved into the old table, at ``moved_in``, keeps its position, as the move keeps it). One
-    commit, under the step's own identity (``txn``)."""
+    moved into the old table, at ``moved_in``, keeps its position, as the move keeps it).
+    ``copies`` (the old table keeps its history and has no key): a delete that ended a copy's
+    version there (the version's end is its change) stays behind, as its copy does (the move
+    takes the current versions only): carried, it would end a copy the old table still held at
+    the point. One commit, under the step's own identity (``txn``)."""
     from cdclake.apply.keyless import moved_read_sql
 
     path = f"{target}/{audit.DELETES}"
@@ -600,8 +604,15 @@ def _carry_deletes(spark: SparkSession, target: str, r: TableRename, txn: audit.
     # (a deletes table only history tables wrote has no op: it remembers no reads)
     own = (f"CASE WHEN op = 'r' AND NOT {moved_read_sql('op', 'position', list(moved_in))} THEN array(cast(-1 as decimal(38,0)))"
            " ELSE position END") if reads_stay and "op" in rem.columns else "position"
-    rows = (rem.where(F.col("table") == F.lit(r.old_name)).where(f"position < {point}")
-            .withColumn("table", F.lit(r.new_name)).withColumn("position", F.expr(f"concat({point}, {own})")))
+    rows = rem.where(F.col("table") == F.lit(r.old_name)).where(f"position < {point}")
+    if copies:
+        from cdclake.apply.batch import table_path
+
+        took = (spark.read.format("delta").load(table_path(target, r.old_name)).where("_cdc_end.op = 'd'")
+                .select(F.col("_cdc_end.position").alias("_p"), F.col("_cdc_end.sub").alias("_s"), F.col("_cdc_end.record").alias("_r")))
+        taken = F.expr("key IS NOT NULL AND position <=> _p AND coalesce(sub, 1) <=> coalesce(_s, 1) AND record <=> _r")
+        rows = rows.join(took, taken, "left_anti")
+    rows = rows.withColumn("table", F.lit(r.new_name)).withColumn("position", F.expr(f"concat({point}, {own})"))
     audit.append(rows, path, txn)
 
 
@@ -668,9 +679,9 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
     ``REFRESH``) goes to the new names as the move made it (op ``c``, the prefix followed by -1:
     below the old table's moved rows and carried deletes, above the new table's truncate at
     the point; as op ``r`` it would rank below that truncate and be lost), but as a read (op ``r``)
-    when the event has no key and the new name neither keeps its history nor has a key
-    configured (``primary_keys``): a table without a key ranks such a moved read as streamed
-    and keeps its image capped (:func:`reads_stay`, :mod:`cdclake.apply.keyless`). A late
+    when the event has no key and the new name has no key configured (``primary_keys``): a
+    table without a key ranks such a moved read as streamed and keeps its image capped
+    (:func:`reads_stay`, :mod:`cdclake.apply.keyless`, :func:`cdclake.apply.history._copy_ends`). A late
     ``DROP TABLE`` / ``TRUNCATE TABLE`` statement of the old table goes on as a truncate, a late
     column drop or rename as that statement (:func:`_late_ddl`). Those tables' histories keep, per key, only
     the newest change moved in at each rename (:func:`cdclake.apply.history._versions`).

@@ -167,15 +167,20 @@ def test_history_tables(spark, tmp_path):
     cp1 = [ev("r", 1, x, table="cp", key=None), ev("c", 2, y, table="cp", key=None)]
     cp2 = [dict(ev(None, 10, kind="ddl", table="cp", key=None), ddl="RENAME TABLE db.cp TO db.cpn"), ev("c", 11, x, table="cpn", key=None)]
     cp4 = [ev("c", 12, x, table="cpn", key=None)]
+    # table cc (no key), renamed to ccn at 10: x inserted twice, then deleted once (the delete
+    # ends the copy of 1): the copy of 2 moves, and the delete stays behind with the copy it
+    # ended (renames._carry_deletes; carried, it ended the moved copy and ccn lost x)
+    cc1 = [ev("c", 1, x, table="cc", key=None), ev("c", 2, x, table="cc", key=None), ev("d", 3, before=x, table="cc", key=None)]
+    cc2 = [dict(ev(None, 10, kind="ddl", table="cc", key=None), ddl="RENAME TABLE db.cc TO db.ccn")]
 
-    first = apply(spark, tmp_path, t1 + p1 + k1 + m1 + mv1 + n1 + o1 + s1 + r1 + c1 + d1 + kw1 + eg1 + cr1 + cp1)
+    first = apply(spark, tmp_path, t1 + p1 + k1 + m1 + mv1 + n1 + o1 + s1 + r1 + c1 + d1 + kw1 + eg1 + cr1 + cp1 + cc1)
     assert history(spark, tmp_path, "db.c") == [
         (7, "same", None, "1", "3", "d", 1, 3, False),
         (7, "same", None, "2", "4", "d", 2, 4, False),
         (8, "other", None, "4", None, None, 4, None, True),
     ]
     assert (first["db.t"].inserted, first["db.t"].rows_now) == (3, 3)
-    apply(spark, tmp_path, t2 + p2 + t3 + m2 + mv2 + n2 + o2 + s2 + r2 + c2 + kw2 + eg2 + cr2 + cp2)
+    apply(spark, tmp_path, t2 + p2 + t3 + m2 + mv2 + n2 + o2 + s2 + r2 + c2 + kw2 + eg2 + cr2 + cp2 + cc2)
     for name, a, b in (("db.kr", "kid", "name"), ("db.wr", "id", "label")):
         got = sorted((r[a], r[b], r["_cdc_position_text"], r["_cdc_end"]["position_text"] if r["_cdc_end"] else None, r["_cdc_is_current"])
                      for r in lake_rows(spark, f"{tmp_path}/{name}"))
@@ -281,6 +286,7 @@ def test_history_tables(spark, tmp_path):
         (2, "x", None, "2", "3", "d", 2, 3, False),
     ]
     assert history(spark, tmp_path, "db.crn") == [(1, "y", None, "10", None, None, 10, None, True)]
+    assert history(spark, tmp_path, "db.ccn") == [(2, "x", None, "10", None, None, 10, None, True)]
     assert history(spark, tmp_path, "db.cpn") == [
         (1, "y", None, "10", None, None, 10, None, True),
         (2, "x", None, "10", "11", "c", 10, 11, False),
