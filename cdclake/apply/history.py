@@ -237,7 +237,11 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
                               | F.expr(f"struct({rank_of('_cdc_end.op', '_cdc_end.position', plan.snapshot_by_position, moved)},"
                                        f" _cdc_end.position) >= struct({rank}, {_order_sql(order)})"))
                 if caps:  # the touched images' snapshot reads that begin their caps, as CAP points
-                    tbl = tbl.where(may_change | (F.col("_cdc_op") == "r")).withColumn("_cap", ~may_change)
+                    cap = F.col("_cdc_op") == "r"
+                    if prep.state.truncate_position is not None:  # (a cap ends at the table's truncate)
+                        cap = cap & F.expr(f"struct({rank_of('_cdc_op', '_cdc_position', plan.snapshot_by_position, moved)},"
+                                           f" _cdc_position) > struct(1, {_order_sql(prep.state.truncate_position)})")
+                    tbl = tbl.where(may_change | cap).withColumn("_cap", ~may_change)
                 else:
                     tbl = tbl.where(may_change)
         row_ord = _ord_sql(rank_of("_cdc_op", "_cdc_position", plan.snapshot_by_position, moved), "_cdc_position", "1", "_cdc_record")

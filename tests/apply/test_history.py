@@ -115,6 +115,11 @@ def test_history_tables(spark, tmp_path):
     # and in a later batch (4) too, whose oldest change is newer than the read's version: the
     # read is read as a cap point (history.CAP; until session 38 the insert at 5 was a second copy)
     d4 = [ev("c", 5, row(9, "dup"), table="d", key=None)]
+    # table dt: the same read and insert, then a truncate at 3 (batch 2): the cap ends there, so
+    # the two inserts of batch 4 are two copies
+    dt1 = [ev(op, p, row(9, "dup"), table="dt", key=None) for op, p in (("r", 1), ("c", 2))]
+    dt2 = [ev("t", 3, table="dt", key=None)]
+    dt4 = [ev("c", p, row(9, "dup"), table="dt", key=None) for p in (5, 6)]
 
     # tables kr (its key column id renamed to kid at 5) and wr (no key; name renamed to label
     # at 5): a delete at 3 arrives a batch before the older insert at 1 it ends, and the
@@ -173,14 +178,14 @@ def test_history_tables(spark, tmp_path):
     cc1 = [ev("c", 1, x, table="cc", key=None), ev("c", 2, x, table="cc", key=None), ev("d", 3, before=x, table="cc", key=None)]
     cc2 = [dict(ev(None, 10, kind="ddl", table="cc", key=None), ddl="RENAME TABLE db.cc TO db.ccn")]
 
-    first = apply(spark, tmp_path, t1 + p1 + k1 + m1 + mv1 + n1 + o1 + s1 + r1 + c1 + d1 + kw1 + eg1 + cr1 + cp1 + cc1)
+    first = apply(spark, tmp_path, t1 + p1 + k1 + m1 + mv1 + n1 + o1 + s1 + r1 + c1 + d1 + kw1 + eg1 + cr1 + cp1 + cc1 + dt1)
     assert history(spark, tmp_path, "db.c") == [
         (7, "same", None, "1", "3", "d", 1, 3, False),
         (7, "same", None, "2", "4", "d", 2, 4, False),
         (8, "other", None, "4", None, None, 4, None, True),
     ]
     assert (first["db.t"].inserted, first["db.t"].rows_now) == (3, 3)
-    apply(spark, tmp_path, t2 + p2 + t3 + m2 + mv2 + n2 + o2 + s2 + r2 + c2 + kw2 + eg2 + cr2 + cp2 + cc2)
+    apply(spark, tmp_path, t2 + p2 + t3 + m2 + mv2 + n2 + o2 + s2 + r2 + c2 + kw2 + eg2 + cr2 + cp2 + cc2 + dt2)
     for name, a, b in (("db.kr", "kid", "name"), ("db.wr", "id", "label")):
         got = sorted((r[a], r[b], r["_cdc_position_text"], r["_cdc_end"]["position_text"] if r["_cdc_end"] else None, r["_cdc_is_current"])
                      for r in lake_rows(spark, f"{tmp_path}/{name}"))
@@ -203,7 +208,7 @@ def test_history_tables(spark, tmp_path):
         "db.r": (3, 3), "db.rn": (2, 0)}
     assert again["db.rn"].deleted == 2  # key 1's and 5's versions begun; key 1's and 3's moved ones deleted
     # batch 4: late changes of t and mv; r's late changes and first batch again: nothing changes there
-    last = apply(spark, tmp_path, t4 + mv4 + r4 + r1 + cr4 + cp4 + d4)
+    last = apply(spark, tmp_path, t4 + mv4 + r4 + r1 + cr4 + cp4 + d4 + dt4)
     assert {n: (r.inserted, r.updated, r.deleted) for n, r in last.items() if n in ("db.r", "db.rn")} == {
         "db.r": (0, 0, 0), "db.rn": (0, 0, 0)}
 
@@ -228,6 +233,12 @@ def test_history_tables(spark, tmp_path):
         (9, "dup", None, "2", "3", "c", 2, 3, False),
         (9, "dup", None, "3", "5", "c", 3, 5, False),
         (9, "dup", None, "5", None, None, 5, None, True),
+    ]
+    assert history(spark, tmp_path, "db.dt") == [
+        (9, "dup", None, "1", "2", "c", 1, 2, False),
+        (9, "dup", None, "2", "3", "t", 2, 3, False),
+        (9, "dup", None, "5", None, None, 5, None, True),
+        (9, "dup", None, "6", None, None, 6, None, True),
     ]
     assert history(spark, tmp_path, "db.p") == [
         (1, "a", "1.00", "1", "2", "u", 1, 2, False),
