@@ -266,6 +266,9 @@ class _Table:
     key: list[str]
     rows: _Rows = field(default_factory=_Rows)
     sigs: Counter = field(default_factory=Counter)  # keyless: whole-row signature -> rows holding it
+    #: keyless: every image the table held since its last truncate (or drop), current or not:
+    #: a change older than a DROP COLUMN that arrives after it is matched on the columns left
+    seen: list = field(default_factory=list)
     added: int = 0
     renamed: int = 0
     moved: int = 0  # RENAME TABLE of this table so far
@@ -275,6 +278,7 @@ class _Table:
         """Forget every row (a truncate, a drop)."""
         self.rows.clear()
         self.sigs.clear()
+        self.seen.clear()
 
     @property
     def name(self) -> str:
@@ -566,6 +570,7 @@ class _Run:
             t.next_id += 1
             t.rows.add(rid, row)
             t.sigs[t.sig(row)] += 1
+            t.seen.append(dict(row))
 
     def _drop(self, t: _Table, rid) -> dict:
         row = t.rows.remove(rid)
@@ -753,7 +758,7 @@ class _Run:
             typ = rnd.choice(ADD_TYPES)
             col = Column(f"extra_{t.added}", typ)
             t.columns.append(col)
-            for row in t.rows.rows.values():
+            for row in [*t.rows.rows.values(), *t.seen]:
                 row[col.name] = None
             text = f"ALTER TABLE {t.ref} ADD COLUMN `{col.name}` {col.source_type.upper()} NULL"
         elif what == "widen":
@@ -763,17 +768,21 @@ class _Run:
             text = f"ALTER TABLE {t.ref} MODIFY COLUMN `{col.name}` {col.source_type.upper()}{_not_null(col)}"
         elif what == "drop":
             rest = [c.name for c in t.columns if c is not col]
-            if not t.key and len({tuple(r[c] for c in rest) for r in t.rows.rows.values()}) != len(t.sigs):
-                return False  # two different rows of the keyless table would become identical
+            # two different images the keyless table held since its last truncate would become
+            # identical: a change older than the drop that arrives after it (read with the
+            # columns left, README "Schema changes") could take the other one's row, which the
+            # source never did (seed 603/509 of the SCD type 2 property, session 39)
+            if not t.key and len({tuple(r[c] for c in rest) for r in t.seen}) != len({t.sig(r) for r in t.seen}):
+                return False
             t.columns.remove(col)
-            for row in t.rows.rows.values():
+            for row in [*t.rows.rows.values(), *t.seen]:
                 del row[col.name]
             text = f"ALTER TABLE {t.ref} DROP COLUMN `{col.name}`"
         else:
             t.renamed += 1
             old = col.name
             col.name = f"renamed_{t.renamed}"
-            for row in t.rows.rows.values():
+            for row in [*t.rows.rows.values(), *t.seen]:
                 row[col.name] = row.pop(old)
             text = f"ALTER TABLE {t.ref} RENAME COLUMN `{old}` TO `{col.name}`"
         distinct = len(t.sigs)

@@ -11,7 +11,7 @@ The workloads that once failed (:data:`ONCE_FAILED`) are in the first example.
 
 Shapes: ``simulated`` is the simulator's own events (every table template, the keyless one
 included, truncates, ADD/widen DDL, table drops; table renames in this property, and in the
-SCD type 2 one under the ``thorough`` profile, of keyed tables only: HISTORY_RENAMES). Each format name is the events as that format's decoder
+SCD type 2 one under the ``thorough`` profile, the keyless table too: HISTORY_RENAMES). Each format name is the events as that format's decoder
 gives them back (:meth:`Encoder.carried`, which the decode round trips of
 ``tests/formats/<fmt>/test_roundtrip.py`` hold every decoder to), positioned in commit order:
 columns only in images (SharePlex), types inferred from values (TUPLE), partial images
@@ -248,11 +248,11 @@ def test_tables_created_again_under_a_renamed_name_match_the_oracle(spark, tmp_p
 #: changes with its moves: test_history.py's table mv is the ci profile's check)
 HISTORY_SHAPES = ("simulated", "shareplex-json", "dataworks-json", "debezium-json",
                   *(("qlik-json",) if os.environ.get("HYPOTHESIS_PROFILE") == "thorough" else ()))
-#: the SCD type 2 property renames keyed tables (the simulated shape, DataWorks, Debezium: a
-#: late change of the old table goes into its history, and the new one keeps per key the newest
-#: change moved in) under the ``thorough`` profile only: the suite's time, and its keyless
-#: tables are not exact across a rename yet (NOTES.md, session 31); ``ci`` has test_history.py's
-#: table r
+#: the SCD type 2 property renames tables (the simulated shape, DataWorks, Debezium: a late
+#: change of the old table goes into its history, and the new one keeps per key the newest
+#: change moved in; the keyless table's copies move as copies, since session 39) under the
+#: ``thorough`` profile only, for the suite's time; ``ci`` has test_history.py's tables r, cr,
+#: cc, cp
 HISTORY_RENAMES = os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
 #: the simulated shape's first seed in the SCD type 2 property, whose stream (no table renames)
 #: drops and renames columns (2 each) and inserts again, before a truncate, images that a
@@ -278,7 +278,7 @@ def test_scrambled_workloads_keep_the_oracle_history(spark, tmp_path_factory, ba
     """SCD type 2 (``--scd-type 2``): the same scrambled, re-delivered batches give every
     table the history an in-order replay gives (every version with its start and end
     positions), and a replay of everything changes nothing."""
-    examples = [prepare(k, shape, case, renames=HISTORY_RENAMES, rename_keyless=False, copies=True, column_ddl=True)
+    examples = [prepare(k, shape, case, renames=HISTORY_RENAMES, rename_keyless=HISTORY_RENAMES, copies=True, column_ddl=True)
                 for k, (shape, case) in enumerate(batch)]
     keys = {n: c for ex in examples for n, c in ex.keys.items()}
     target = tmp_path_factory.mktemp("history-property") / "lake"
