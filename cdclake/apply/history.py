@@ -46,8 +46,8 @@ image (one current version or none): a batch reads the touched images' stored re
 versions it cannot change as :data:`CAP` points, so the cap holds in later batches too. A
 read a table rename moved in (op ``r`` at the rename's point followed by -1) caps as it did
 in the old table; a copy's version that begins and ends in the rename's region is no version
-of the new table (:func:`_versions`' ``regions``). Limit: an image whose capping read ended
-in the old table before the rename is not capped in the new one.
+of the new table (:func:`_versions`' ``regions``); an image whose capping read ended in the
+old table before the rename stays capped by the cap the rename carried (:func:`_carried_caps`).
 
 A partial update that moves its row to a new key (Qlik) begins the new key's version with the
 old key's values, as of just before the move, for the columns it does not carry
@@ -270,6 +270,10 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
             filled = filled.drop(*[c for c in filled.columns if c.startswith("_o_c")])  # (a history keeps no per-column positions)
         batch = filled.drop("_from")
     parts = [batch] + ([stored] if stored is not None else [])
+    if caps and moved:  # the caps a rename carried in for images whose reads ended in the old table
+        carried = _carried_caps(spark, prep, deletes_path, alias, touched)
+        if carried is not None:
+            parts.append(carried)
     remembered = _remembered(spark, prep, deletes_path, every=recount)
     if remembered is not None:
         rem_deletes, rem_truncs = remembered
@@ -427,6 +431,26 @@ def _remembered(spark: SparkSession, prep: Prepared, deletes_path: str, every: b
         F.col("event_time_ms").alias("_etime"),
     )
     return deletes, truncs
+
+
+def _carried_caps(spark: SparkSession, prep: Prepared, deletes_path: str, alias: dict[str, str], touched: DataFrame) -> DataFrame | None:
+    """The caps a table rename carried into ``prep``'s table (no key, snapshot reads ranked
+    below the stream) for the images whose reads had ended in the old table
+    (:func:`cdclake.apply.renames._carry_deletes`: ``_cdclake/deletes`` rows of op ``r``), of
+    the images in ``touched`` (``_c<i>`` columns) and newer than the table's truncate, as
+    :data:`CAP` points; None without a deletes table."""
+    if not DeltaTable.isDeltaTable(spark, deletes_path):
+        return None
+    plan, columns, names = prep.plan, prep.columns, list(prep.columns)
+    rem = read_deletes(spark, deletes_path, plan.name).where(F.col("op") == "r")
+    if prep.state.truncate_position is not None:
+        rem = rem.where(f"position > {_order_sql(prep.state.truncate_position)}")
+    read = remembered_struct_sql("key", dict(columns), plan.column_history)
+    caps = _typed(rem.withColumn("_k", F.expr(read)).select(
+        *_point({alias[n]: f"_k.{q(n)}" for n in names}, names, alias, CAP,
+                _ord_sql("1", "position", "coalesce(sub, 1)", "record"), F.col("position_text"), F.col("event_time_ms"), 0)), columns, alias)
+    keys = [alias[n] for n in names]
+    return caps.join(touched, _key_match(caps, touched, [(a, a) for a in keys]), "left_semi")
 
 
 def _versions(points: DataFrame, columns: dict[str, str], alias: dict[str, str], keys: list[str], copies: bool = False,

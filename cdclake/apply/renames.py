@@ -97,6 +97,7 @@ from cdclake.apply.delta_table import (
     _order_sql,
     column_order_sql,
     order_sql,
+    q,
     rank_sql,
 )
 from cdclake.apply.plan import QUALIFIED_NAME_SQL, RECORD_FIELDS, BatchPlan, TableRename, TablePlan, order_key, plan_batch
@@ -386,7 +387,10 @@ def apply_renames(
             stay = reads_stay(r, key, primary_keys)
             m, e, columns, history = _step_events(spark, table_path(target, old), r, key, state, at_point, stay)
             # a new table is of the old one's kind (history or not); an existing one keeps its own
-            if not DeltaTable.isDeltaTable(spark, table_path(target, new)):
+            caps = history and not key and stay  # (the caps of the old table's ended reads go on in a history table)
+            if DeltaTable.isDeltaTable(spark, table_path(target, new)):
+                caps = caps and "_cdc_is_current" in spark.read.format("delta").load(table_path(target, new)).columns
+            else:
                 made = guarded(new, lambda: _create_empty(spark, table_path(target, new), columns, history))
                 if isinstance(made, TableFailed):  # the file system or Delta refuses the new table: the
                     # old one keeps its rows, and the step is tried again with the next delivery
@@ -395,8 +399,9 @@ def apply_renames(
                     continue
             moves.append(m)
             ends.append(e)
+            if state.delete_position is not None or caps:  # (deletes, or caps to carry)
+                carried.append((r, index[id(r)], stay, state.moved_in, history and not key, caps, state.truncate_position))
             if state.delete_position is not None:
-                carried.append((r, index[id(r)], stay, state.moved_in, history and not key))
                 max_delete[new] = [*rename_point(r), *state.delete_position]
                 if state.move_position is not None:  # (a move is remembered with its delete)
                     max_move[new] = [*rename_point(r), *state.move_position]
@@ -418,8 +423,8 @@ def apply_renames(
                                   " changelog and applied here")
         if not moves:
             continue
-        for r, i, stay, into, copies in carried:
-            _carry_deletes(spark, target, r, _txn(txn, str(i), "deletes"), stay, into, copies)
+        for r, i, stay, into, copies, caps, truncate in carried:
+            _carry_deletes(spark, target, r, _txn(txn, str(i), "deletes"), stay, into, copies, caps, truncate)
         events = reduce(DataFrame.unionByName, moves).persist()
         try:
             to_plan = _with_lines(plan_batch(events, primary_keys), lines_to, wave, max_delete=max_delete, max_move=max_move,
@@ -582,7 +587,7 @@ def written_after_rename(plan: BatchPlan, skip=frozenset()) -> tuple[int, str, t
 
 
 def _carry_deletes(spark: SparkSession, target: str, r: TableRename, txn: audit.Txn | None, reads_stay: bool = False,
-                   moved_in: list = (), copies: bool = False) -> None:
+                   moved_in: list = (), copies: bool = False, caps: bool = False, truncate: list | None = None) -> None:
     """Append to ``_cdclake/deletes`` the deletes remembered for the step's old table before
     its point, as the new table's, at the point followed by their own position: an event of
     the old table older than them that arrives later (moved to the new table by
@@ -593,27 +598,45 @@ def _carry_deletes(spark: SparkSession, target: str, r: TableRename, txn: audit.
     ``copies`` (the old table keeps its history and has no key): a delete that ended a copy's
     version there (the version's end is its change) stays behind, as its copy does (the move
     takes the current versions only): carried, it would end a copy the old table still held at
-    the point. One commit, under the step's own identity (``txn``)."""
-    from cdclake.apply.keyless import moved_read_sql
+    the point. ``caps`` (both tables keep their history, the old one has no key, and its
+    snapshot reads rank below the stream: ``reads_stay``): the images whose reads ended there
+    before the point (deleted, or inserted again, which the cap takes as the read's row) and after the
+    old table's ``truncate`` stay capped in the new table, as op ``r`` rows (``key`` the image)
+    at the point followed by -2, before the reads the move puts at -1
+    (:func:`cdclake.apply.history._carried_caps` reads them). One commit, under the step's own
+    identity (``txn``)."""
+    from cdclake.apply.batch import table_path
+    from cdclake.apply.delta_table import KEY_JSON, META_COLUMNS
+    from cdclake.apply.keyless import moved_read_sql, rank_of
 
     path = f"{target}/{audit.DELETES}"
-    if not DeltaTable.isDeltaTable(spark, path):
-        return
     point = _order_sql(rename_point(r))
-    rem = spark.read.format("delta").load(path)
-    # (a deletes table only history tables wrote has no op: it remembers no reads)
-    own = (f"CASE WHEN op = 'r' AND NOT {moved_read_sql('op', 'position', list(moved_in))} THEN array(cast(-1 as decimal(38,0)))"
-           " ELSE position END") if reads_stay and "op" in rem.columns else "position"
-    rows = rem.where(F.col("table") == F.lit(r.old_name)).where(f"position < {point}")
-    if copies:
-        from cdclake.apply.batch import table_path
-
-        took = (spark.read.format("delta").load(table_path(target, r.old_name)).where("_cdc_end.op = 'd'")
-                .select(F.col("_cdc_end.position").alias("_p"), F.col("_cdc_end.sub").alias("_s"), F.col("_cdc_end.record").alias("_r")))
-        taken = F.expr("key IS NOT NULL AND position <=> _p AND coalesce(sub, 1) <=> coalesce(_s, 1) AND record <=> _r")
-        rows = rows.join(took, taken, "left_anti")
-    rows = rows.withColumn("table", F.lit(r.new_name)).withColumn("position", F.expr(f"concat({point}, {own})"))
-    audit.append(rows, path, txn)
+    rows = None
+    if DeltaTable.isDeltaTable(spark, path):
+        rem = spark.read.format("delta").load(path)
+        # (a deletes table only history tables wrote has no op: it remembers no reads)
+        own = (f"CASE WHEN op = 'r' AND NOT {moved_read_sql('op', 'position', list(moved_in))} THEN array(cast(-1 as decimal(38,0)))"
+               " ELSE position END") if reads_stay and "op" in rem.columns else "position"
+        rows = rem.where(F.col("table") == F.lit(r.old_name)).where(f"position < {point}")
+        if copies:
+            took = (spark.read.format("delta").load(table_path(target, r.old_name)).where("_cdc_end.op = 'd'")
+                    .select(F.col("_cdc_end.position").alias("_p"), F.col("_cdc_end.sub").alias("_s"), F.col("_cdc_end.record").alias("_r")))
+            taken = F.expr("key IS NOT NULL AND position <=> _p AND coalesce(sub, 1) <=> coalesce(_s, 1) AND record <=> _r")
+            rows = rows.join(took, taken, "left_anti")
+        rows = rows.withColumn("table", F.lit(r.new_name)).withColumn("position", F.expr(f"concat({point}, {own})"))
+    if caps:
+        old = spark.read.format("delta").load(table_path(target, r.old_name))
+        ended = f"_cdc_op = 'r' AND _cdc_end IS NOT NULL AND _cdc_end.position < {point}"
+        if truncate is not None and order_key(list(truncate)) < order_key(rename_point(r)):  # (a cap ends at a truncate)
+            ended += f" AND struct({rank_of('_cdc_op', '_cdc_position', False, list(moved_in))}, _cdc_position) > struct(1, {_order_sql(truncate)})"
+        image = F.to_json(F.struct(*[F.col(q(c)) for c in old.columns if c not in SYSTEM_COLUMNS]), KEY_JSON)
+        caps = old.where(ended).select(image.alias("key")).distinct().select(
+            F.lit(r.new_name).alias("table"), "key", F.expr(f"concat({point}, array(cast(-2 as decimal(38,0))))").alias("position"),
+            F.lit(r.text).alias("position_text"), F.lit(None).cast(META_COLUMNS["_cdc_record"]).alias("record"),
+            F.lit(None).cast("int").alias("sub"), F.lit(r.event_time_ms).cast("bigint").alias("event_time_ms"), F.lit("r").alias("op"))
+        rows = caps if rows is None else rows.unionByName(caps, allowMissingColumns=True)
+    if rows is not None:
+        audit.append(rows, path, txn, evolve=True)
 
 
 def rename_chains(states: dict) -> list[tuple]:
@@ -915,7 +938,7 @@ def _step_events(
     :func:`reads_stay`): a snapshot read ranked below the stream moves as a read (op ``r``), so
     its image stays capped there (:mod:`cdclake.apply.keyless`,
     :func:`cdclake.apply.history._copy_ends`); else as an insert. (A history table's read
-    that ended before the point does not move: the new table does not know its cap, NOTES.)"""
+    that ended before the point does not move; its cap does: :func:`_carry_deletes`.)"""
     point = rename_point(r)
     from cdclake.apply.keyless import rank_of
     from cdclake.formats import snapshot_position_formats

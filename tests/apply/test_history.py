@@ -172,20 +172,33 @@ def test_history_tables(spark, tmp_path):
     cp1 = [ev("r", 1, x, table="cp", key=None), ev("c", 2, y, table="cp", key=None)]
     cp2 = [dict(ev(None, 10, kind="ddl", table="cp", key=None), ddl="RENAME TABLE db.cp TO db.cpn"), ev("c", 11, x, table="cpn", key=None)]
     cp4 = [ev("c", 12, x, table="cpn", key=None)]
+    # table ce (no key), renamed to cen at 10: images x and z read by a snapshot ranked below
+    # the stream, whose reads ended before the rename: x deleted at 3, z inserted again at 4
+    # (the insert replaces the read, as the cap says). The caps go on in cen (the old table's
+    # ended reads, carried in _cdclake/deletes as op r, read as CAP points:
+    # renames._carry_deletes, history._carried_caps): each insert of x or z there, in the
+    # rename's batch and in batch 4, ends the version before it (until session 39 cen held two
+    # current copies of each)
+    z = row(3, "z")
+    ce1 = [ev("r", 1, x, table="ce", key=None), ev("r", 2, z, table="ce", key=None), ev("d", 3, before=x, table="ce", key=None),
+           ev("c", 4, z, table="ce", key=None)]
+    ce2 = [dict(ev(None, 10, kind="ddl", table="ce", key=None), ddl="RENAME TABLE db.ce TO db.cen"), ev("c", 11, x, table="cen", key=None),
+           ev("c", 12, z, table="cen", key=None)]
+    ce4 = [ev("c", 13, x, table="cen", key=None)]
     # table cc (no key), renamed to ccn at 10: x inserted twice, then deleted once (the delete
     # ends the copy of 1): the copy of 2 moves, and the delete stays behind with the copy it
     # ended (renames._carry_deletes; carried, it ended the moved copy and ccn lost x)
     cc1 = [ev("c", 1, x, table="cc", key=None), ev("c", 2, x, table="cc", key=None), ev("d", 3, before=x, table="cc", key=None)]
     cc2 = [dict(ev(None, 10, kind="ddl", table="cc", key=None), ddl="RENAME TABLE db.cc TO db.ccn")]
 
-    first = apply(spark, tmp_path, t1 + p1 + k1 + m1 + mv1 + n1 + o1 + s1 + r1 + c1 + d1 + kw1 + eg1 + cr1 + cp1 + cc1 + dt1)
+    first = apply(spark, tmp_path, t1 + p1 + k1 + m1 + mv1 + n1 + o1 + s1 + r1 + c1 + d1 + kw1 + eg1 + cr1 + cp1 + cc1 + dt1 + ce1)
     assert history(spark, tmp_path, "db.c") == [
         (7, "same", None, "1", "3", "d", 1, 3, False),
         (7, "same", None, "2", "4", "d", 2, 4, False),
         (8, "other", None, "4", None, None, 4, None, True),
     ]
     assert (first["db.t"].inserted, first["db.t"].rows_now) == (3, 3)
-    apply(spark, tmp_path, t2 + p2 + t3 + m2 + mv2 + n2 + o2 + s2 + r2 + c2 + kw2 + eg2 + cr2 + cp2 + cc2 + dt2)
+    apply(spark, tmp_path, t2 + p2 + t3 + m2 + mv2 + n2 + o2 + s2 + r2 + c2 + kw2 + eg2 + cr2 + cp2 + cc2 + dt2 + ce2)
     for name, a, b in (("db.kr", "kid", "name"), ("db.wr", "id", "label")):
         got = sorted((r[a], r[b], r["_cdc_position_text"], r["_cdc_end"]["position_text"] if r["_cdc_end"] else None, r["_cdc_is_current"])
                      for r in lake_rows(spark, f"{tmp_path}/{name}"))
@@ -208,7 +221,7 @@ def test_history_tables(spark, tmp_path):
         "db.r": (3, 3), "db.rn": (2, 0)}
     assert again["db.rn"].deleted == 2  # key 1's and 5's versions begun; key 1's and 3's moved ones deleted
     # batch 4: late changes of t and mv; r's late changes and first batch again: nothing changes there
-    last = apply(spark, tmp_path, t4 + mv4 + r4 + r1 + cr4 + cp4 + d4 + dt4)
+    last = apply(spark, tmp_path, t4 + mv4 + r4 + r1 + cr4 + cp4 + d4 + dt4 + ce4)
     assert {n: (r.inserted, r.updated, r.deleted) for n, r in last.items() if n in ("db.r", "db.rn")} == {
         "db.r": (0, 0, 0), "db.rn": (0, 0, 0)}
 
@@ -303,6 +316,12 @@ def test_history_tables(spark, tmp_path):
         (2, "x", None, "10", "11", "c", 10, 11, False),
         (2, "x", None, "11", "12", "c", 11, 12, False),
         (2, "x", None, "12", None, None, 12, None, True),
+    ]
+    assert history(spark, tmp_path, "db.cen") == [
+        (2, "x", None, "11", "13", "c", 11, 13, False),
+        (2, "x", None, "13", None, None, 13, None, True),
+        (3, "z", None, "10", "12", "c", 10, 12, False),
+        (3, "z", None, "12", None, None, 12, None, True),
     ]
     assert history(spark, tmp_path, "db.e") == [
         (1, "a", None, "1", "10", "t", 1, 10, False),
