@@ -413,15 +413,17 @@ def _remembered(spark: SparkSession, prep: Prepared, deletes_path: str, every: b
     of them (every image of a table without a key is counted again)."""
     plan, state = prep.plan, prep.state
     # (a rename's move into a table without a key: the old table's deletes carried with it end
-    # the reads it moves, history._copy_ends; the new table's progress does not know them yet)
-    need_deletes = every or _needs_delete_check(plan, state) or bool(not plan.key and plan.moved_into and plan.max_delete is not None)
+    # the reads it moves, history._copy_ends; the new table's progress does not know them yet;
+    # a move of no rows has no data, and no delete matters to it)
+    need_deletes = every or _needs_delete_check(plan, state) or bool(
+        not plan.key and plan.moved_into and plan.max_delete is not None and plan.min_data is not None)
     need_truncs = every or _may_be_older(plan, state.truncate_position)
     if not (need_deletes or need_truncs) or not DeltaTable.isDeltaTable(spark, deletes_path):
         return None
     rem = read_deletes(spark, deletes_path, plan.name)
     # (op not d: a copy taken from an SCD type 1 table without a key, cdclake.apply.keyless)
     rem = rem.where(F.col("op").isNull() | (F.col("op") == "d"))
-    if not every:
+    if not every and plan.min_data is not None:
         rank, order = plan.min_data
         rem = rem.where(F.expr(f"struct(1, position) >= struct({rank}, {_order_sql(order)})"))
     deletes = rem.where(F.col("key").isNotNull() & F.lit(need_deletes))

@@ -600,9 +600,9 @@ def _carry_deletes(spark: SparkSession, target: str, r: TableRename, txn: audit.
     takes the current versions only): carried, it would end a copy the old table still held at
     the point. ``caps`` (both tables keep their history, the old one has no key, and its
     snapshot reads rank below the stream: ``reads_stay``): the images whose reads ended there
-    before the point (deleted, or inserted again, which the cap takes as the read's row) and after the
-    old table's ``truncate`` stay capped in the new table, as op ``r`` rows (``key`` the image)
-    at the point followed by -2, before the reads the move puts at -1
+    before the point (deleted, or inserted again, which the cap takes as the read's row) and
+    after the old table's ``truncate`` stay capped in the new table, as op ``r`` rows (``key``
+    the image) at the point followed by -2, before the reads the move puts at -1
     (:func:`cdclake.apply.history._carried_caps` reads them). One commit, under the step's own
     identity (``txn``)."""
     from cdclake.apply.batch import table_path
@@ -611,6 +611,7 @@ def _carry_deletes(spark: SparkSession, target: str, r: TableRename, txn: audit.
 
     path = f"{target}/{audit.DELETES}"
     point = _order_sql(rename_point(r))
+    old = spark.read.format("delta").load(table_path(target, r.old_name)) if copies else None  # (its history)
     rows = None
     if DeltaTable.isDeltaTable(spark, path):
         rem = spark.read.format("delta").load(path)
@@ -619,22 +620,21 @@ def _carry_deletes(spark: SparkSession, target: str, r: TableRename, txn: audit.
                " ELSE position END") if reads_stay and "op" in rem.columns else "position"
         rows = rem.where(F.col("table") == F.lit(r.old_name)).where(f"position < {point}")
         if copies:
-            took = (spark.read.format("delta").load(table_path(target, r.old_name)).where("_cdc_end.op = 'd'")
+            took = (old.where("_cdc_end.op = 'd'")
                     .select(F.col("_cdc_end.position").alias("_p"), F.col("_cdc_end.sub").alias("_s"), F.col("_cdc_end.record").alias("_r")))
             taken = F.expr("key IS NOT NULL AND position <=> _p AND coalesce(sub, 1) <=> coalesce(_s, 1) AND record <=> _r")
             rows = rows.join(took, taken, "left_anti")
         rows = rows.withColumn("table", F.lit(r.new_name)).withColumn("position", F.expr(f"concat({point}, {own})"))
     if caps:
-        old = spark.read.format("delta").load(table_path(target, r.old_name))
         ended = f"_cdc_op = 'r' AND _cdc_end IS NOT NULL AND _cdc_end.position < {point}"
         if truncate is not None and order_key(list(truncate)) < order_key(rename_point(r)):  # (a cap ends at a truncate)
             ended += f" AND struct({rank_of('_cdc_op', '_cdc_position', False, list(moved_in))}, _cdc_position) > struct(1, {_order_sql(truncate)})"
         image = F.to_json(F.struct(*[F.col(q(c)) for c in old.columns if c not in SYSTEM_COLUMNS]), KEY_JSON)
-        caps = old.where(ended).select(image.alias("key")).distinct().select(
+        capped = old.where(ended).select(image.alias("key")).distinct().select(
             F.lit(r.new_name).alias("table"), "key", F.expr(f"concat({point}, array(cast(-2 as decimal(38,0))))").alias("position"),
             F.lit(r.text).alias("position_text"), F.lit(None).cast(META_COLUMNS["_cdc_record"]).alias("record"),
             F.lit(None).cast("int").alias("sub"), F.lit(r.event_time_ms).cast("bigint").alias("event_time_ms"), F.lit("r").alias("op"))
-        rows = caps if rows is None else rows.unionByName(caps, allowMissingColumns=True)
+        rows = capped if rows is None else rows.unionByName(capped, allowMissingColumns=True)
     if rows is not None:
         audit.append(rows, path, txn, evolve=True)
 
