@@ -890,7 +890,11 @@ def _follow_drops_and_renames(p: TablePlan, lasts: dict[str, list], ddl: list | 
     in ``p.unapplied`` what the batch's statements cannot do."""
     from cdclake.apply.ddl import column_changes
 
+    done = set()
     for statement in p.ddl if ddl is None else ddl:
+        if _statement(statement) in done:  # (a statement delivered twice in the batch: once; again, a
+            continue  # rename would follow its own new name and cut the chain before it)
+        done.add(_statement(statement))
         order, ddl_text = statement[0], statement[2]
         earlier = _statement(statement) in applied
         at = order_key(order)

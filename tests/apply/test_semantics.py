@@ -485,8 +485,18 @@ def _column_rename_chain_whose_later_step_arrives_first():
     second += [ev("c", 1, {**row(1, "a"), "at": "2020-01-01 00:00:01"}, table="i", columns=COLS + [dict(ts, name="at")]),
                ddl_i(36, "RENAME COLUMN r1 TO r2"),
                ev("c", 40, {**row(3, "c"), "r2": "2020-01-01 00:00:40"}, table="i", columns=COLS + [dict(ts, name="r2")])]
+    # u: the whole chain in one batch, each statement delivered twice: each is followed once
+    # (followed again, r1 -> r2 read r2 from r1 alone, and the values written as at were lost:
+    # the SCD type 2 probe of session 39, simulated seed 889525647)
+    def ddl_u(pos, text):
+        return dict(ev(None, pos, kind="ddl", table="u"), ddl=f"ALTER TABLE db.{{table}} {text}")
+
+    u = [ev("c", 1, {**row(1, "a"), "at": "2020-01-01 00:00:01"}, table="u", columns=COLS + [dict(ts, name="at")]),
+         ddl_u(2, "RENAME COLUMN at TO r1"), ev("c", 5, {**row(2, "b"), "r1": "2020-01-01 00:00:05"}, table="u", columns=COLS + [dict(ts, name="r1")]),
+         ddl_u(36, "RENAME COLUMN r1 TO r2"), ev("c", 40, {**row(3, "c"), "r2": "2020-01-01 00:00:40"}, table="u", columns=COLS + [dict(ts, name="r2")])]
+    first += [u[3], u[1], *u, u[3]]
     rows = [(1, "a", None), (2, "b", None), (3, "c", None)]
-    return [(first, {"t": rows, "d": rows, "i": [(2, "b", None)]}), (second, {"t": rows, "d": rows, "i": rows})]
+    return [(first, {"t": rows, "d": rows, "i": [(2, "b", None)], "u": rows}), (second, {"t": rows, "d": rows, "i": rows})]
 
 
 def _late_events_of_a_renamed_table_follow_it():
@@ -900,10 +910,11 @@ def test_scenarios_in_shared_batches(spark, tmp_path):
         "xn": ["id", "name", "amount"], "yn": ["id", "name", "amount", "label"]}
     assert sorted((r["id"], r["label"]) for r in late["yn"].collect()) == [(1, "e1"), (2, "x2")]
     # colchain: at merged into r2 as of 2 (1 takes at's value), or dropped at the chain's end
-    chain = {t: spark.read.format("delta").load(f"{tmp_path}/db.{t}") for t in ("colchain", "colchain_d", "colchain_i")}
+    chain = {t: spark.read.format("delta").load(f"{tmp_path}/db.{t}") for t in ("colchain", "colchain_d", "colchain_i", "colchain_u")}
     assert {t: [c for c in df.columns if not c.startswith("_cdc")] for t, df in chain.items()} == {
-        "colchain": ["id", "name", "amount", "r2"], "colchain_d": ["id", "name", "amount"], "colchain_i": ["id", "name", "amount", "r2"]}
-    for t in ("colchain", "colchain_i"):
+        "colchain": ["id", "name", "amount", "r2"], "colchain_d": ["id", "name", "amount"], "colchain_i": ["id", "name", "amount", "r2"],
+        "colchain_u": ["id", "name", "amount", "r2"]}
+    for t in ("colchain", "colchain_i", "colchain_u"):
         assert sorted((r["id"], str(r["r2"])) for r in chain[t].collect()) == [
             (1, "2020-01-01 00:00:01"), (2, "2020-01-01 00:00:05"), (3, "2020-01-01 00:00:40")], t
     # recreate: cn has c's columns at the rename; c, the table created again, its own
