@@ -363,11 +363,22 @@ def evolve_table(
         changes.append("add metadata columns (" + ", ".join(missing_meta) + ")")
     current = {n: t for n, t in columns.items() if n not in SYSTEM_COLUMNS}
     batch_renames = {new: old for new, old in plan.renames.items() if new not in plan.earlier_renames}
+    points = {new: plan.rename_orders[new] for new in batch_renames if new in plan.rename_orders}
+    chains = _chains_held(plan, batch_renames, current)
+    if chains:
+        if not _has_column_mapping(spark, path):
+            spark.sql(f"ALTER TABLE delta.{q(path)} SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name')")
+            changes.append("column mapping on (to rename or drop a column)")
+        for new, steps in chains.items():
+            holder, ended = _merge_chain(spark, path, plan, steps, current, COLUMN_ORDERS in columns, changes)
+            if holder is not None:
+                batch_renames[new], points[new] = holder, ended
+        current = _source_columns(spark, path)
     renames = {new: old for new, old in batch_renames.items() if old in current and new not in current}
     # the new name exists: events written after the rename, delivered before it, made it (a
     # database refuses a rename onto an existing column): the two are merged into it
     # (not a name the batch renames back or swaps: the new name is no old name of the batch's)
-    merged = {new: old for new, old in batch_renames.items() if old in current and new in current and new in plan.rename_orders
+    merged = {new: old for new, old in batch_renames.items() if old in current and new in current and new in points
               and new != old and new not in batch_renames.values() and old not in batch_renames
               and old not in plan.key and new not in plan.key}
     changes += [f"not applied: rename column {old} -> {new} ({new} exists)" for new, old in batch_renames.items()
@@ -377,7 +388,7 @@ def evolve_table(
             spark.sql(f"ALTER TABLE delta.{q(path)} SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name')")
             changes.append("column mapping on (to rename or drop a column)")
         for new, old in merged.items():
-            _merge_renamed_column(spark, path, plan, old, new, COLUMN_ORDERS in columns)
+            _merge_renamed_column(spark, path, plan, old, new, points[new], COLUMN_ORDERS in columns)
             spark.sql(f"ALTER TABLE delta.{q(path)} DROP COLUMN {q(old)}")
             changes.append(f"rename column {old} -> {new} ({new} was written by later events first: merged into it)")
         current = _source_columns(spark, path)
@@ -427,16 +438,58 @@ def evolve_table(
     return (_source_columns(spark, path) if changes else current), changes
 
 
-def _merge_renamed_column(spark: SparkSession, path: str, plan: TablePlan, old: str, new: str, by_column: bool) -> None:
+def _chains_held(plan: TablePlan, batch_renames: dict[str, str], current: dict[str, str]) -> dict[str, list]:
+    """The batch's chains of column renames (``a -> b -> c``, :attr:`TablePlan.rename_steps`)
+    whose table holds a name between the first and the last (events of each name arrived in
+    earlier batches than the statements): new name -> its steps. Not a chain that names a key
+    column or a name another of the batch's renames reads or writes (a swap: left to the
+    one-step rules). Pure Python."""
+    out = {}
+    for new, old in batch_renames.items():
+        steps = plan.rename_steps.get(new, [])
+        if len(steps) < 2 or steps[0][0] != old or steps[-1][1] != new:
+            continue
+        between = [b for _a, b, _o in steps[:-1]]
+        names = {old, new, *between}
+        others = {n for n2, o2 in batch_renames.items() if n2 != new for n in (n2, o2)}
+        if any(b in current for b in between) and not names & set(plan.key) and not names & others:
+            out[new] = steps
+    return out
+
+
+def _merge_chain(spark: SparkSession, path: str, plan: TablePlan, steps: list, current: dict[str, str], by_column: bool,
+                 changes: list[str]) -> tuple[str | None, list | None]:
+    """Merge the names of a chain of column renames (``steps``: ``(old, new, order)``, oldest
+    first) that the table holds, one step at a time up to the last step's old name: the name
+    that holds the chain's values so far is merged into the next name the table holds, as of
+    the position where that holder was renamed away (:func:`_merge_renamed_column`), then
+    dropped. Returns the name that holds the chain's values before its last step and the order
+    its name ended (the last step's old name and order when the table holds it), or ``(None,
+    None)`` when the table holds none. Changes ``current`` and appends to ``changes``."""
+    holder, ended = None, None
+    for i, (a, b, order) in enumerate(steps):
+        if a in current:  # (the holder itself, merged into a name, or the first name the table holds)
+            holder, ended = a, order
+        if holder is not None and b in current and i < len(steps) - 1:
+            _merge_renamed_column(spark, path, plan, holder, b, ended, by_column)
+            spark.sql(f"ALTER TABLE delta.{q(path)} DROP COLUMN {q(holder)}")
+            changes.append(f"rename column {holder} -> {b} ({b} was written by later events first: merged into it)")
+            current.pop(holder)
+            holder = None
+    return holder, ended
+
+
+def _merge_renamed_column(spark: SparkSession, path: str, plan: TablePlan, old: str, new: str, order: list,
+                          by_column: bool) -> None:
     """A column rename ``old`` -> ``new`` whose new column exists already (events written
     after the rename arrived in an earlier batch than it): a row takes ``old``'s value into
     ``new`` where ``new`` was not set by a change after the rename (the row's order, or with
-    per-column positions ``new``'s, older than the rename's position), so that the values of
+    per-column positions ``new``'s, older than ``order``, the rename's position), so that the values of
     changes older than the rename are not lost when ``old`` is dropped after this. One UPDATE;
     run again (a crash before the drop), it changes nothing more. ``by_column``: the table
     keeps :data:`COLUMN_ORDERS` (its ``new`` entry takes ``old``'s where ``old``'s value is
     taken; ``old``'s is removed)."""
-    point = f"CAST(named_struct('_rank', 1, 'pos', {_order_sql(plan.rename_orders[new])}, '_sub', 0, 'file', NULL, 'line', NULL,"
+    point = f"CAST(named_struct('_rank', 1, 'pos', {_order_sql(order)}, '_sub', 0, 'file', NULL, 'line', NULL,"
     point += f" 'part', NULL, 'off', NULL) AS {ORDER_TYPE})"
     row = _ord_sql(rank_sql("_cdc_op", plan.snapshot_by_position), "_cdc_position", "1", "_cdc_record")
     m = q(COLUMN_ORDERS)

@@ -194,6 +194,10 @@ class TablePlan:
     earlier_renames: the new names of :attr:`renames` that an earlier batch's DDL renamed (read
         from the old name; the table has them already: :func:`follow_past_column_ddl`).
     rename_orders: new name -> ``order`` of the DDL statement that renamed the column.
+    rename_steps: new name -> the steps of its chain of renames, oldest first, as ``(old name,
+        new name, order of the statement)``: a table that holds a name between the first and the
+        last (events of each name arrived before the statements) merges them one step at a time
+        (:func:`cdclake.apply.delta_table.evolve_table`).
     column_history: ``(order, text, ddl)`` of every DDL statement that dropped or renamed a
         column of the table, earlier batches' and the batch's, in position order (set by
         :func:`follow_past_column_ddl`): what :func:`names_back` reads a remembered image with.
@@ -240,6 +244,7 @@ class TablePlan:
     lasts: dict[str, tuple] = field(default_factory=dict)
     earlier_renames: list[str] = field(default_factory=list)
     rename_orders: dict[str, list] = field(default_factory=dict)
+    rename_steps: dict[str, list[tuple[str, str, list]]] = field(default_factory=dict)
     column_history: list[tuple[list, str, str]] = field(default_factory=list)
     carried_column_ddl: list[tuple[list, str, str]] = field(default_factory=list)
     moved_into: list[list] = field(default_factory=list)
@@ -834,6 +839,7 @@ def follow_past_column_ddl(plan: BatchPlan, past: dict[str, list]) -> None:
             columns, untyped, key, lasts = p.declared
             p.columns, p.untyped, p.key, p.lasts = dict(columns), list(untyped), list(key), dict(lasts)
             p.drops, p.renames, p.rename_from, p.rename_orders, p.earlier_renames = [], {}, {}, {}, []
+            p.rename_steps = {}
             _follow_drops_and_renames(p, p.lasts, p.column_history, applied={_statement(d) for d in known}, report=False)
 
 
@@ -923,6 +929,7 @@ def _follow_drops_and_renames(p: TablePlan, lasts: dict[str, list], ddl: list | 
                 p.untyped = [n for n in p.untyped if n != old]
                 p.renames = {n: o for n, o in p.renames.items() if n != old}
                 p.rename_from.pop(old, None)
+                p.rename_steps.pop(old, None)
                 if chained:
                     p.rename_orders.pop(old, None)
                 if old not in p.drops and not earlier:  # (an earlier batch dropped it: a column of
@@ -946,8 +953,11 @@ def _follow_drops_and_renames(p: TablePlan, lasts: dict[str, list], ddl: list | 
                 p.rename_orders.pop(old, None)
                 p.earlier_renames.remove(old)
                 p.renames[new] = old
+                p.rename_steps.pop(old, None)
+                p.rename_steps[new] = [(old, new, list(order))]
             else:
                 p.renames[new] = p.renames.pop(old, old)
+                p.rename_steps[new] = [*p.rename_steps.pop(old, []), (old, new, list(order))]
             p.rename_from[new] = [old, *(n for n in p.rename_from.pop(old, []) if n not in (old, new))]
             # (a chained rename keeps the batch statement's order: a row set before it takes the
             # old name's value when the two are merged)

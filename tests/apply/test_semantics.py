@@ -991,9 +991,6 @@ def test_a_rename_whose_new_table_cannot_be_created(spark, tmp_path):
     assert table(spark, tmp_path, "db.n") == [(1, "a", None), (2, "b", None)] and table(spark, tmp_path) == [(2, "new", None)]
 
 
-@pytest.mark.xfail(strict=True, reason="known bug, NOTES.md session 39: a chain of column renames that arrives in one later batch"
-                                       " merges only the first name into the last (plan._follow_drops_and_renames keeps one old"
-                                       " name per new name)")
 def test_a_column_rename_chain_arriving_after_all_its_names_merges_them_into_the_last(spark, tmp_path):
     # at -> r1 at 2 and r1 -> r2 at 36 at the source; the events of each name (1: at, 5: r1,
     # 40: r2) arrive first and make all three columns, then both statements in one batch: the
@@ -1005,14 +1002,24 @@ def test_a_column_rename_chain_arriving_after_all_its_names_merges_them_into_the
     def cols(name):
         return COLS + [dict(ts, name=name)]
 
-    def ddl(pos, text):
-        return dict(ev(None, pos, kind="ddl", table="chain"), ddl=f"ALTER TABLE db.chain {text}")
+    def ddl(pos, text, table="chain"):
+        return dict(ev(None, pos, kind="ddl", table=table), ddl=f"ALTER TABLE db.{table} {text}")
 
+    # chain2: the same without an event of the last name (r2 is made by the rename of r1);
+    # chain3: at -> r1 -> r2 -> r3, events of at and r2 only (r1 never in the table)
     apply(spark, tmp_path, [ev("c", 1, {**row(1, "a"), "at": "2020-01-01 00:00:01"}, table="chain", columns=cols("at")),
                             ev("c", 5, {**row(2, "b"), "r1": "2020-01-01 00:00:05"}, table="chain", columns=cols("r1")),
-                            ev("c", 40, {**row(3, "c"), "r2": "2020-01-01 00:00:40"}, table="chain", columns=cols("r2"))])
-    apply(spark, tmp_path, [ddl(2, "RENAME COLUMN at TO r1"), ddl(36, "RENAME COLUMN r1 TO r2")])
-    df = spark.read.format("delta").load(f"{tmp_path}/db.chain")
-    assert [c for c in df.columns if not c.startswith("_cdc")] == ["id", "name", "amount", "r2"]
-    assert sorted((r["id"], str(r["r2"])) for r in df.collect()) == [
-        (1, "2020-01-01 00:00:01"), (2, "2020-01-01 00:00:05"), (3, "2020-01-01 00:00:40")]
+                            ev("c", 40, {**row(3, "c"), "r2": "2020-01-01 00:00:40"}, table="chain", columns=cols("r2")),
+                            ev("c", 1, {**row(1, "a"), "at": "2020-01-01 00:00:01"}, table="chain2", columns=cols("at")),
+                            ev("c", 5, {**row(2, "b"), "r1": "2020-01-01 00:00:05"}, table="chain2", columns=cols("r1")),
+                            ev("c", 1, {**row(1, "a"), "at": "2020-01-01 00:00:01"}, table="chain3", columns=cols("at")),
+                            ev("c", 40, {**row(3, "c"), "r2": "2020-01-01 00:00:40"}, table="chain3", columns=cols("r2"))])
+    apply(spark, tmp_path, [ddl(2, "RENAME COLUMN at TO r1"), ddl(36, "RENAME COLUMN r1 TO r2"),
+                            ddl(2, "RENAME COLUMN at TO r1", "chain2"), ddl(36, "RENAME COLUMN r1 TO r2", "chain2"),
+                            ddl(2, "RENAME COLUMN at TO r1", "chain3"), ddl(36, "RENAME COLUMN r1 TO r2", "chain3"),
+                            ddl(50, "RENAME COLUMN r2 TO r3", "chain3")])
+    for table, last, ids in [("chain", "r2", [1, 2, 3]), ("chain2", "r2", [1, 2]), ("chain3", "r3", [1, 3])]:
+        df = spark.read.format("delta").load(f"{tmp_path}/db.{table}")
+        assert [c for c in df.columns if not c.startswith("_cdc")] == ["id", "name", "amount", last], table
+        expected = {1: "2020-01-01 00:00:01", 2: "2020-01-01 00:00:05", 3: "2020-01-01 00:00:40"}
+        assert sorted((r["id"], str(r[last])) for r in df.collect()) == [(i, expected[i]) for i in ids], table
