@@ -285,7 +285,7 @@ class Progress:
             r["table"]: TableState(
                 _list(r["delete_position"]), _list(r["truncate_position"]), r["truncate_position_text"], r["rows"],
                 record_tuple(r.get("truncate_record")), renamed_of(r.get("renamed")), column_ddl_of(r.get("column_ddl")),
-                _list(r.get("move_position")),
+                _list(r.get("move_position")), version=r.get("delta_version"),
             )
             for r in self.rows
             if r["source"] is None and r["table"] is not None

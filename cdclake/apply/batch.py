@@ -260,7 +260,8 @@ def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, p
     if (changelog if relabel is None else relabel) and any(st.renamed for st in states.values()):
         from cdclake.apply.renames import relabel_late
 
-        moved = relabel_late(events, plan, states, lambda name: is_history_table(spark, table_path(target, name)), primary_keys)
+        moved = relabel_late(events, plan, states, lambda name: is_history_table(spark, table_path(target, name)), primary_keys,
+                             target)
         if moved is not None:  # events of a renamed table older than its rename: the new name's
             # persisted (materialized by the plan's aggregate): every table's write reads it
             events = moved.persist()

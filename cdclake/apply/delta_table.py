@@ -286,6 +286,9 @@ class TableState:
     column_ddl: list = field(default_factory=list)
     move_position: list | None = None
     moved_in: list = field(default_factory=list)
+    #: the table's Delta version when the last batch that wrote it was done (the progress
+    #: table's ``delta_version``; None: not kept): what this batch's own commits came after
+    version: int | None = None
 
 
 @dataclass

@@ -685,7 +685,7 @@ _NAME = "_cdclake_relabel_name"
 
 
 def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=None,
-                 primary_keys: dict[str, list[str]] | None = None) -> DataFrame | None:
+                 primary_keys: dict[str, list[str]] | None = None, target: str | None = None) -> DataFrame | None:
     """``events`` with the data events of renamed tables that are older than a rename of
     their table (the progress table's ``renamed``) moved to the new name, at the rename's point
     followed by their own position (as the rows moved there: :func:`apply_renames`), through
@@ -708,6 +708,11 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
     ``DROP TABLE`` / ``TRUNCATE TABLE`` statement of the old table goes on as a truncate, a late
     column drop or rename as that statement (:func:`_late_ddl`). Those tables' histories keep, per key, only
     the newest change moved in at each rename (:func:`cdclake.apply.history._versions`).
+    ``target`` (the lake's folder): a change without a key of an old table that keeps its
+    history, which began or ended a version there that ended before the point (a re-delivered
+    change applied there before the rename: the copy was gone at the point, the delete that
+    ended it stays behind, :func:`_carry_deletes`' ``copies``), goes to none of the new names
+    (:func:`_copies_gone`); else it would begin a copy there that nothing ends.
     Without history tables on the way: one projection; with them, one ``explode`` of the
     event's destinations."""
     from cdclake.apply.plan import ranked_key
@@ -756,13 +761,13 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
         dests = [(None, None, True, None, None)] if hist(name) else []
         dests += [(to, pre, hist(qualified_name(*to)), text, etime) for i, (to, pre, text, etime) in enumerate(hops)
                   if i == len(hops) - 1 or hist(qualified_name(*to))]
-        conds.append((cond, dests))
+        conds.append((cond, dests, point))
     named = events.withColumn(_NAME, F.expr(QUALIFIED_NAME_SQL))
-    if not any(d[2] for _c, dests in conds for d in dests):
+    if not any(d[2] for _c, dests, _p in conds for d in dests):
         # a CASE per column over the original columns (no nesting to blow up); the event's
         # table by its qualified name, computed once beneath them
         def case(value_of, otherwise):
-            return "CASE " + " ".join(f"WHEN {c} THEN {value_of(*dests[-1][:2])}" for c, dests in conds) + f" ELSE {otherwise} END"
+            return "CASE " + " ".join(f"WHEN {c} THEN {value_of(*dests[-1][:2])}" for c, dests, _p in conds) + f" ELSE {otherwise} END"
 
         # (a snapshot read ranked below the stream goes as the move made it: op c at the prefix
         # followed by -1; as op r it would rank below the new table's truncate at the point)
@@ -788,10 +793,20 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
                     f" 'read', {'true' if as_read(to) else 'false'})")
 
         keep = dest_sql(None, None, False, None, None)
-        dests_sql = ("CASE " + " ".join(f"WHEN {c} THEN array({', '.join(dest_sql(*d) for d in dests)})" for c, dests in conds)
+        dests_sql = ("CASE " + " ".join(f"WHEN {c} THEN array({', '.join(dest_sql(*d) for d in dests)})" for c, dests, _p in conds)
                      + f" ELSE array({keep}) END")
         d = "_cdclake_relabel_dest"
         spread = named.withColumn(d, F.explode(F.expr(dests_sql)))
+        gone = _copies_gone(events.sparkSession, target, [(name, point) for name, point, _h in rename_chains(states)
+                                                          if name in batch_tables and hist(name)], states) if target else None
+        if gone is not None:
+            # (the step's point of the event's chain, as the CASE above chooses it)
+            pt = "_cdclake_relabel_point"
+            spread = spread.withColumn(pt, F.expr("CASE " + " ".join(f"WHEN {c} THEN {_order_sql(point)}" for c, _d, point in conds)
+                                                  + " END"))
+            same = " AND ".join(f"source_record.{f} <=> _gr.{f}" for f in RECORD_FIELDS)
+            match = F.expr(f"{d}.pre IS NOT NULL AND {d}.read AND {keyless} AND {_NAME} = _gn AND position.order = _go AND {same} AND _ge < {pt}")
+            spread = spread.join(F.broadcast(gone), match, "left_anti").drop(pt)
         as_moved = rank0  # a snapshot read ranked below the stream, as the move made it
         # (a history table takes the rename's position text and event time, as its moved
         # versions have them; a table of current rows the event's own, as before)
@@ -808,6 +823,37 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
     cols = [*[F.col(f.name).cast(f.dataType).alias(f.name) for f in EVENT_SCHEMA.fields],
             *[c for c in events.columns if c not in EVENT_SCHEMA.fieldNames()]]
     return reduce(DataFrame.unionByName, [out.select(*cols), *[e.select(*cols) for e in _late_ddl(named, ended, states, hist)]])
+
+
+def _copies_gone(spark: SparkSession, target: str, steps: list[tuple[str, list]], states: dict) -> DataFrame | None:
+    """For :func:`relabel_late`: the changes that began or ended a version, ended before its
+    rename's point, of each old table of ``steps`` (``(qualified name, point)``, tables that
+    keep their history) that has no key, as ``_gn`` (the table), ``_go`` (the change's
+    ``position.order``), ``_gr`` (its record coordinates, :data:`RECORD_FIELDS`) and ``_ge``
+    (where the version ended): a late copy of such a change is none of the new table's. None
+    when no such table exists. Each table is read once, as the last batch left it
+    (:attr:`TableState.version`, ``states``): not with this batch's own changes, whose late
+    ones go on to the new table (the plan may be evaluated again after the old table's apply,
+    and a batch applied again after a crash finds the old table's commit of it); small (ended
+    versions of renamed tables), broadcast by the caller."""
+    from cdclake.apply.batch import table_path
+
+    out = []
+    for name in sorted({n for n, _p in steps}):
+        path = table_path(target, name)
+        if not DeltaTable.isDeltaTable(spark, path):
+            continue
+        version = states[name].version if name in states else None
+        h = (spark.read.format("delta") if version is None else spark.read.format("delta").option("versionAsOf", version)).load(path)
+        if "_cdc_end" not in h.columns or "_cdc_record" not in h.columns:
+            continue
+        last = max((p for n, p in steps if n == name), key=order_key)
+        h = h.where(f"_cdc_end IS NOT NULL AND _cdc_end.position < {_order_sql(last)}")
+        rec = lambda c: f"named_struct({', '.join(f'{_str(f)}, {c}.{f}' for f in RECORD_FIELDS)})"  # noqa: E731
+        out.append(h.selectExpr(f"{_str(name)} AS _gn", "_cdc_position AS _go", f"{rec('_cdc_record')} AS _gr", "_cdc_end.position AS _ge"))
+        out.append(h.where("_cdc_end.op <> 't' AND _cdc_end.record IS NOT NULL")
+                   .selectExpr(f"{_str(name)} AS _gn", "_cdc_end.position AS _go", f"{rec('_cdc_end.record')} AS _gr", "_cdc_end.position AS _ge"))
+    return reduce(DataFrame.unionByName, out) if out else None
 
 
 def _late_ddl(named: DataFrame, ended: list[tuple[str, list, bool]], states: dict, hist) -> list[DataFrame]:

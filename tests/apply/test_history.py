@@ -196,15 +196,27 @@ def test_history_tables(spark, tmp_path):
     # ended (renames._carry_deletes; carried, it ended the moved copy and ccn lost x)
     cc1 = [ev("c", 1, x, table="cc", key=None), ev("c", 2, x, table="cc", key=None), ev("d", 3, before=x, table="cc", key=None)]
     cc2 = [dict(ev(None, 10, kind="ddl", table="cc", key=None), ddl="RENAME TABLE db.cc TO db.ccn")]
+    # table cq (no key), renamed to cqn at 10: x inserted at 1 and updated to x3 at 3, both in
+    # batch 1; the insert is delivered again after the rename (batch 4): its version in cq ended
+    # at 3 (the update's delete of x stays behind with the copy it ended), so the insert is none
+    # of cqn's (renames._copies_gone; until session 40 cqn kept a current x beside x3). Table
+    # cw: only the insert comes before the rename; the update at 3 comes late (batch 4, first
+    # delivery): it goes on to cwn, where it ends the moved x and begins x3
+    cq1 = [ev("c", 1, x, table="cq", key=None), ev("u", 3, row(2, "x3"), before=x, table="cq", key=None)]
+    cq2 = [dict(ev(None, 10, kind="ddl", table="cq", key=None), ddl="RENAME TABLE db.cq TO db.cqn")]
+    cw1 = [ev("c", 1, x, table="cw", key=None)]
+    cw2 = [dict(ev(None, 10, kind="ddl", table="cw", key=None), ddl="RENAME TABLE db.cw TO db.cwn")]
+    cw4 = [ev("u", 3, row(2, "x3"), before=x, table="cw", key=None)]
 
-    first = apply(spark, tmp_path, t1 + p1 + k1 + m1 + mv1 + n1 + o1 + s1 + r1 + c1 + d1 + kw1 + eg1 + cr1 + cp1 + cc1 + dt1 + ce1 + cz1)
+    first = apply(spark, tmp_path, t1 + p1 + k1 + m1 + mv1 + n1 + o1 + s1 + r1 + c1 + d1 + kw1 + eg1 + cr1 + cp1 + cc1 + dt1 + ce1 + cz1
+                  + cq1 + cw1)
     assert history(spark, tmp_path, "db.c") == [
         (7, "same", None, "1", "3", "d", 1, 3, False),
         (7, "same", None, "2", "4", "d", 2, 4, False),
         (8, "other", None, "4", None, None, 4, None, True),
     ]
     assert (first["db.t"].inserted, first["db.t"].rows_now) == (3, 3)
-    apply(spark, tmp_path, t2 + p2 + t3 + m2 + mv2 + n2 + o2 + s2 + r2 + c2 + kw2 + eg2 + cr2 + cp2 + cc2 + dt2 + ce2 + cz2)
+    apply(spark, tmp_path, t2 + p2 + t3 + m2 + mv2 + n2 + o2 + s2 + r2 + c2 + kw2 + eg2 + cr2 + cp2 + cc2 + dt2 + ce2 + cz2 + cq2 + cw2)
     for name, a, b in (("db.kr", "kid", "name"), ("db.wr", "id", "label")):
         got = sorted((r[a], r[b], r["_cdc_position_text"], r["_cdc_end"]["position_text"] if r["_cdc_end"] else None, r["_cdc_is_current"])
                      for r in lake_rows(spark, f"{tmp_path}/{name}"))
@@ -227,7 +239,7 @@ def test_history_tables(spark, tmp_path):
         "db.r": (3, 3), "db.rn": (2, 0)}
     assert again["db.rn"].deleted == 2  # key 1's and 5's versions begun; key 1's and 3's moved ones deleted
     # batch 4: late changes of t and mv; r's late changes and first batch again: nothing changes there
-    last = apply(spark, tmp_path, t4 + mv4 + r4 + r1 + cr4 + cp4 + d4 + dt4 + ce4)
+    last = apply(spark, tmp_path, t4 + mv4 + r4 + r1 + cr4 + cp4 + d4 + dt4 + ce4 + cq1[:1] + cw4)
     assert {n: (r.inserted, r.updated, r.deleted) for n, r in last.items() if n in ("db.r", "db.rn")} == {
         "db.r": (0, 0, 0), "db.rn": (0, 0, 0)}
 
@@ -330,6 +342,10 @@ def test_history_tables(spark, tmp_path):
         (3, "z", None, "12", None, None, 12, None, True),
     ]
     assert (history(spark, tmp_path, "db.cz"), history(spark, tmp_path, "db.czn")) == ([(2, "x", None, "1", "2", "d", 1, 2, False)], [])
+    for old_name in ("db.cq", "db.cw"):
+        assert history(spark, tmp_path, old_name) == [(2, "x", None, "1", "3", "d", 1, 3, False),
+                                                      (2, "x3", None, "3", "10", "t", 3, 10, False)], old_name
+        assert history(spark, tmp_path, old_name + "n") == [(2, "x3", None, "10", None, None, 10, None, True)], old_name + "n"
     assert history(spark, tmp_path, "db.e") == [
         (1, "a", None, "1", "10", "t", 1, 10, False),
         (1, "new", None, "12", "13", "t", 12, 13, False),
