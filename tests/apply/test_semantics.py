@@ -8,8 +8,6 @@ import itertools
 import json
 from decimal import Decimal
 
-import pytest
-
 from cdclake.model import EVENT_SCHEMA
 from cdclake.pipeline import apply_events
 from tests.readers import lake_rows
