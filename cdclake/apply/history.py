@@ -72,7 +72,7 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as ST
 
-from cdclake.apply.keyless import in_region_sql, moved_read_sql, rank_of
+from cdclake.apply.keyless import after_truncate_sql, in_region_sql, moved_read_sql, rank_of
 from cdclake.apply.moves import MOVE_HOPS
 from cdclake.apply.plan import TablePlan, order_key
 from cdclake.apply.delta_table import (
@@ -239,8 +239,8 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
                 if caps:  # the touched images' snapshot reads that begin their caps, as CAP points
                     cap = F.col("_cdc_op") == "r"
                     if prep.state.truncate_position is not None:  # (a cap ends at the table's truncate)
-                        cap = cap & F.expr(f"struct({rank_of('_cdc_op', '_cdc_position', plan.snapshot_by_position, moved)},"
-                                           f" _cdc_position) > struct(1, {_order_sql(prep.state.truncate_position)})")
+                        cap = cap & F.expr(after_truncate_sql("_cdc_op", "_cdc_position", plan.snapshot_by_position, moved,
+                                                              prep.state.truncate_position))
                     tbl = tbl.where(may_change | cap).withColumn("_cap", ~may_change)
                 else:
                     tbl = tbl.where(may_change)

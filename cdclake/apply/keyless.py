@@ -129,6 +129,14 @@ def rank_of(op: str, pos: str, by_position: bool, moved_in: list) -> str:
     return f"CASE WHEN {op} = 'r' AND NOT {moved_read_sql(op, pos, moved_in)} THEN 0 ELSE 1 END"
 
 
+def after_truncate_sql(op: str, pos: str, by_position: bool, moved_in: list, truncate: list) -> str:
+    """SQL: the change or row (``op``, ``pos``: SQL of its op and ``position.order``) ranks after
+    the table's truncate at ``truncate`` (a ``position.order``), by :func:`rank_of`: a snapshot
+    read's cap ends at the truncate (:func:`cdclake.apply.history.history_source`, and the caps a
+    rename carries, :func:`cdclake.apply.renames._carry_deletes`)."""
+    return f"struct({rank_of(op, pos, by_position, moved_in)}, {pos}) > struct(1, {_order_sql(truncate)})"
+
+
 def _flags(live: bool, kept: bool, img: bool) -> list:
     return [F.lit(live).alias("_live"), F.lit(kept).alias("_kept"), F.lit(img).alias("_img")]
 

@@ -400,7 +400,8 @@ def apply_renames(
             moves.append(m)
             ends.append(e)
             if state.delete_position is not None or caps:  # (deletes, or caps to carry)
-                carried.append((r, index[id(r)], stay, state.moved_in, history and not key, caps, state.truncate_position))
+                carried.append((r, index[id(r)], dict(reads_stay=stay, moved_in=state.moved_in, copies=history and not key, caps=caps,
+                                                      truncate=state.truncate_position)))
             if state.delete_position is not None:
                 max_delete[new] = [*rename_point(r), *state.delete_position]
                 if state.move_position is not None:  # (a move is remembered with its delete)
@@ -423,8 +424,8 @@ def apply_renames(
                                   " changelog and applied here")
         if not moves:
             continue
-        for r, i, stay, into, copies, caps, truncate in carried:
-            _carry_deletes(spark, target, r, _txn(txn, str(i), "deletes"), stay, into, copies, caps, truncate)
+        for r, i, how in carried:
+            _carry_deletes(spark, target, r, _txn(txn, str(i), "deletes"), **how)
         events = reduce(DataFrame.unionByName, moves).persist()
         try:
             to_plan = _with_lines(plan_batch(events, primary_keys), lines_to, wave, max_delete=max_delete, max_move=max_move,
@@ -607,7 +608,7 @@ def _carry_deletes(spark: SparkSession, target: str, r: TableRename, txn: audit.
     identity (``txn``)."""
     from cdclake.apply.batch import table_path
     from cdclake.apply.delta_table import KEY_JSON, META_COLUMNS
-    from cdclake.apply.keyless import moved_read_sql, rank_of
+    from cdclake.apply.keyless import after_truncate_sql, moved_read_sql
 
     path = f"{target}/{audit.DELETES}"
     point = _order_sql(rename_point(r))
@@ -628,7 +629,7 @@ def _carry_deletes(spark: SparkSession, target: str, r: TableRename, txn: audit.
     if caps:
         ended = f"_cdc_op = 'r' AND _cdc_end IS NOT NULL AND _cdc_end.position < {point}"
         if truncate is not None and order_key(list(truncate)) < order_key(rename_point(r)):  # (a cap ends at a truncate)
-            ended += f" AND struct({rank_of('_cdc_op', '_cdc_position', False, list(moved_in))}, _cdc_position) > struct(1, {_order_sql(truncate)})"
+            ended += f" AND {after_truncate_sql('_cdc_op', '_cdc_position', False, list(moved_in), list(truncate))}"
         image = F.to_json(F.struct(*[F.col(q(c)) for c in old.columns if c not in SYSTEM_COLUMNS]), KEY_JSON)
         capped = old.where(ended).select(image.alias("key")).distinct().select(
             F.lit(r.new_name).alias("table"), "key", F.expr(f"concat({point}, array(cast(-2 as decimal(38,0))))").alias("position"),
@@ -806,7 +807,8 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
                                                   + " END"))
             same = " AND ".join(f"source_record.{f} <=> _gr.{f}" for f in RECORD_FIELDS)
             match = F.expr(f"{d}.pre IS NOT NULL AND {d}.read AND {keyless} AND {_NAME} = _gn AND position.order = _go AND {same} AND _ge < {pt}")
-            spread = spread.join(F.broadcast(gone), match, "left_anti").drop(pt)
+            # (no broadcast hint: an old table's history may be large; Spark picks the join)
+            spread = spread.join(gone, match, "left_anti").drop(pt)
         as_moved = rank0  # a snapshot read ranked below the stream, as the move made it
         # (a history table takes the rename's position text and event time, as its moved
         # versions have them; a table of current rows the event's own, as before)
@@ -828,14 +830,14 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
 def _copies_gone(spark: SparkSession, target: str, steps: list[tuple[str, list]], states: dict) -> DataFrame | None:
     """For :func:`relabel_late`: the changes that began or ended a version, ended before its
     rename's point, of each old table of ``steps`` (``(qualified name, point)``, tables that
-    keep their history) that has no key, as ``_gn`` (the table), ``_go`` (the change's
+    keep their history; the caller matches changes without a key only), as ``_gn`` (the table), ``_go`` (the change's
     ``position.order``), ``_gr`` (its record coordinates, :data:`RECORD_FIELDS`) and ``_ge``
     (where the version ended): a late copy of such a change is none of the new table's. None
     when no such table exists. Each table is read once, as the last batch left it
     (:attr:`TableState.version`, ``states``): not with this batch's own changes, whose late
     ones go on to the new table (the plan may be evaluated again after the old table's apply,
-    and a batch applied again after a crash finds the old table's commit of it); small (ended
-    versions of renamed tables), broadcast by the caller."""
+    and a batch applied again after a crash finds the old table's commit of it). Not small:
+    every version of the old tables' histories that ended before the point."""
     from cdclake.apply.batch import table_path
 
     out = []
