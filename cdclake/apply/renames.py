@@ -710,10 +710,11 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
     column drop or rename as that statement (:func:`_late_ddl`). Those tables' histories keep, per key, only
     the newest change moved in at each rename (:func:`cdclake.apply.history._versions`).
     ``target`` (the lake's folder): a change without a key of an old table that keeps its
-    history, which began or ended a version there that ended before the point (a re-delivered
-    change applied there before the rename: the copy was gone at the point, the delete that
-    ended it stays behind, :func:`_carry_deletes`' ``copies``), goes to none of the new names
-    (:func:`_copies_gone`); else it would begin a copy there that nothing ends.
+    history, which began a version there that a change the batch does not hold ended before the
+    point (a re-delivered change applied there before the rename: its copy was gone at the
+    point, and the delete that ended it stays behind, :func:`_carry_deletes`' ``copies``), goes
+    to none of the new names (:func:`_copies_gone`); else it would begin a copy there that
+    nothing ends.
     Without history tables on the way: one projection; with them, one ``explode`` of the
     event's destinations."""
     from cdclake.apply.plan import ranked_key
@@ -799,14 +800,15 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
         d = "_cdclake_relabel_dest"
         spread = named.withColumn(d, F.explode(F.expr(dests_sql)))
         gone = _copies_gone(events.sparkSession, target, [(name, point) for name, point, _h in rename_chains(states)
-                                                          if name in batch_tables and hist(name)], states) if target else None
+                                                          if name in batch_tables and hist(name)], states, named) if target else None
         if gone is not None:
             # (the step's point of the event's chain, as the CASE above chooses it)
             pt = "_cdclake_relabel_point"
             spread = spread.withColumn(pt, F.expr("CASE " + " ".join(f"WHEN {c} THEN {_order_sql(point)}" for c, _d, point in conds)
                                                   + " END"))
             same = " AND ".join(f"source_record.{f} <=> _gr.{f}" for f in RECORD_FIELDS)
-            match = F.expr(f"{d}.pre IS NOT NULL AND {d}.read AND {keyless} AND {_NAME} = _gn AND position.order = _go AND {same} AND _ge < {pt}")
+            match = F.expr(f"{d}.pre IS NOT NULL AND {d}.read AND {keyless} AND {_NAME} = _gn AND position.order = _go AND {same}"
+                           f" AND _ge < {pt}")
             # (no broadcast hint: an old table's history may be large; Spark picks the join)
             spread = spread.join(gone, match, "left_anti").drop(pt)
         as_moved = rank0  # a snapshot read ranked below the stream, as the move made it
@@ -827,19 +829,25 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
     return reduce(DataFrame.unionByName, [out.select(*cols), *[e.select(*cols) for e in _late_ddl(named, ended, states, hist)]])
 
 
-def _copies_gone(spark: SparkSession, target: str, steps: list[tuple[str, list]], states: dict) -> DataFrame | None:
-    """For :func:`relabel_late`: the changes that began or ended a version, ended before its
-    rename's point, of each old table of ``steps`` (``(qualified name, point)``, tables that
-    keep their history; the caller matches changes without a key only), as ``_gn`` (the table), ``_go`` (the change's
-    ``position.order``), ``_gr`` (its record coordinates, :data:`RECORD_FIELDS`) and ``_ge``
-    (where the version ended): a late copy of such a change is none of the new table's. None
-    when no such table exists. Each table is read once, as the last batch left it
-    (:attr:`TableState.version`, ``states``): not with this batch's own changes, whose late
-    ones go on to the new table (the plan may be evaluated again after the old table's apply,
-    and a batch applied again after a crash finds the old table's commit of it). Not small:
-    every version of the old tables' histories that ended before the point."""
+def _copies_gone(spark: SparkSession, target: str, steps: list[tuple[str, list]], states: dict, named: DataFrame) -> DataFrame | None:
+    """For :func:`relabel_late`: the changes of each old table of ``steps`` (``(qualified name,
+    point)``, tables that keep their history; the caller matches changes without a key only)
+    that began a version there which a change of that table ended before the point, when the
+    batch (``named``: its events with :data:`_NAME`) does not hold that ending change: as
+    ``_gn`` (the table), ``_go`` (the change's ``position.order``), ``_gr`` (its record
+    coordinates, :data:`RECORD_FIELDS`) and ``_ge`` (where its version ended). A late copy of
+    such a change is none of the new table's: its copy was gone at the point, and the delete
+    that ended it stays behind (:func:`_carry_deletes`' ``copies``), so nothing would end it
+    there. (With the ending change in the batch both go on, as before, and end the copy in the
+    new table's region: :func:`cdclake.apply.history._versions`.) None when no such table
+    exists. Each table is read once, as the last batch left it (:attr:`TableState.version`,
+    ``states``): not with this batch's own changes, whose late ones go on to the new table (the
+    plan may be evaluated again after the old table's apply, and a batch applied again after a
+    crash finds the old table's commit of it). Not small: every version of the old tables'
+    histories that ended before the point."""
     from cdclake.apply.batch import table_path
 
+    rec = lambda c: f"named_struct({', '.join(f'{_str(f)}, {c}.{f}' for f in RECORD_FIELDS)})"  # noqa: E731
     out = []
     for name in sorted({n for n, _p in steps}):
         path = table_path(target, name)
@@ -850,12 +858,15 @@ def _copies_gone(spark: SparkSession, target: str, steps: list[tuple[str, list]]
         if "_cdc_end" not in h.columns or "_cdc_record" not in h.columns:
             continue
         last = max((p for n, p in steps if n == name), key=order_key)
-        h = h.where(f"_cdc_end IS NOT NULL AND _cdc_end.position < {_order_sql(last)}")
-        rec = lambda c: f"named_struct({', '.join(f'{_str(f)}, {c}.{f}' for f in RECORD_FIELDS)})"  # noqa: E731
-        out.append(h.selectExpr(f"{_str(name)} AS _gn", "_cdc_position AS _go", f"{rec('_cdc_record')} AS _gr", "_cdc_end.position AS _ge"))
-        out.append(h.where("_cdc_end.op <> 't' AND _cdc_end.record IS NOT NULL")
-                   .selectExpr(f"{_str(name)} AS _gn", "_cdc_end.position AS _go", f"{rec('_cdc_end.record')} AS _gr", "_cdc_end.position AS _ge"))
-    return reduce(DataFrame.unionByName, out) if out else None
+        out.append(h.where(f"_cdc_end IS NOT NULL AND _cdc_end.position < {_order_sql(last)}").selectExpr(
+            f"{_str(name)} AS _gn", "_cdc_position AS _go", f"{rec('_cdc_record')} AS _gr", "_cdc_end.position AS _ge",
+            f"{rec('_cdc_end.record')} AS _fr"))
+    if not out:
+        return None
+    held = named.where("kind = 'data'").selectExpr(f"{_NAME} AS _fn", "position.order AS _fo", f"{rec('source_record')} AS _fs")
+    ending = " AND ".join(f"_fr.{f} <=> _fs.{f}" for f in RECORD_FIELDS)
+    return (reduce(DataFrame.unionByName, out)
+            .join(held, F.expr(f"_gn = _fn AND _ge = _fo AND {ending}"), "left_anti").drop("_fr"))
 
 
 def _late_ddl(named: DataFrame, ended: list[tuple[str, list, bool]], states: dict, hist) -> list[DataFrame]:
