@@ -799,8 +799,9 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
                      + f" ELSE array({keep}) END")
         d = "_cdclake_relabel_dest"
         spread = named.withColumn(d, F.explode(F.expr(dests_sql)))
+        keyless_tables = {p.name for p in plan.tables if not p.key}  # (the batch's changes of the table have no key)
         gone = _copies_gone(events.sparkSession, target, [(name, point) for name, point, _h in rename_chains(states)
-                                                          if name in batch_tables and hist(name)], states, named) if target else None
+                                                          if name in keyless_tables and hist(name)], states, named) if target else None
         if gone is not None:
             # (the step's point of the event's chain, as the CASE above chooses it)
             pt = "_cdclake_relabel_point"
