@@ -266,8 +266,9 @@ class _Table:
     key: list[str]
     rows: _Rows = field(default_factory=_Rows)
     sigs: Counter = field(default_factory=Counter)  # keyless: whole-row signature -> rows holding it
-    #: keyless: every image the table held since its last truncate (or drop), current or not:
-    #: a change older than a DROP COLUMN that arrives after it is matched on the columns left
+    #: keyless: every image the table held, current or not, also before a truncate or drop (an
+    #: SCD type 2 history keeps those versions, and a batch that drops a column counts them
+    #: again): a change older than a DROP COLUMN that arrives after it is matched on the columns left
     seen: list = field(default_factory=list)
     added: int = 0
     renamed: int = 0
@@ -275,10 +276,9 @@ class _Table:
     next_id: int = 0  # keyless: surrogate row ids (never emitted)
 
     def empty(self) -> None:
-        """Forget every row (a truncate, a drop)."""
+        """Forget every row (a truncate, a drop); :attr:`seen` keeps the images."""
         self.rows.clear()
         self.sigs.clear()
-        self.seen.clear()
 
     @property
     def name(self) -> str:
@@ -768,7 +768,7 @@ class _Run:
             text = f"ALTER TABLE {t.ref} MODIFY COLUMN `{col.name}` {col.source_type.upper()}{_not_null(col)}"
         elif what == "drop":
             rest = [c.name for c in t.columns if c is not col]
-            # two different images the keyless table held since its last truncate would become
+            # two different images the keyless table ever held would become
             # identical: a change older than the drop that arrives after it (read with the
             # columns left, README "Schema changes") could take the other one's row, which the
             # source never did (seed 603/509 of the SCD type 2 property, session 39)
