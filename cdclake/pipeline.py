@@ -256,7 +256,7 @@ def ingest_batch(
                 # counts the records too (cdclake.apply.transactions)
                 hold = transactions.gate(
                     spark, flat.where(F.col("e").isNotNull()).select("e.*"), target, held_version, audit.now_ms(),
-                    flat=flat, timeout_ms=tx_timeout_ms, primary_keys=keys,
+                    flat=flat, timeout_ms=tx_timeout_ms, primary_keys=keys, applied=progress.changelog_cut(),
                 )
                 plan = hold.plan
             else:

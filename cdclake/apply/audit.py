@@ -39,8 +39,9 @@ All are Delta tables under ``<target>/_cdclake/``:
   ``last_position_text`` (greatest applied), ``last_event_time_ms``, ``last_heartbeat_ms``,
   ``lag_ms`` (``updated_at_ms`` minus ``last_event_time_ms``), ``updated_at_ms``; ``source``
   and ``table`` both null: the target as a whole, with what the transaction gate holds back
-  (``held_transactions``, ``held_events``, ``held_since_ms``) and the version of
-  ``_cdclake/held`` that holds it (``held_version``; :mod:`cdclake.apply.transactions`).
+  (``held_transactions``, ``held_events``, ``held_since_ms``), the version of
+  ``_cdclake/held`` that holds it (``held_version``; :mod:`cdclake.apply.transactions`) and the
+  changelog's version after the last batch (``changelog_version``).
 
 * ``decoder_context``: records a format's decoder needs in later batches (``format``,
   ``value`` binary, ``recorded_at_ms``): Qlik's metadata messages. Appended with the batch's
@@ -90,7 +91,7 @@ PROGRESS_SCHEMA = (
     "renamed array<struct<point:array<decimal(38,0)>,record:struct<file:string,line:bigint,partition:int,offset:bigint>,"
     "to:array<string>,text:string,event_time_ms:bigint>>, "
     "column_ddl array<struct<order:array<decimal(38,0)>,text:string,ddl:string>>, "
-    "move_position array<decimal(38,0)>"
+    "move_position array<decimal(38,0)>, changelog_version bigint"
 )
 #: ``renamed`` (a table's row): the table renames applied to the table (:mod:`cdclake.apply.renames`):
 #: each step's point, its DDL's record, the new name's ``[database, schema, table]`` and the
@@ -105,6 +106,9 @@ PROGRESS_SCHEMA = (
 #: transactions it has given up by the timeout so far (applied as they were); absent in a
 #: table written before them (read as nothing held, none given up)
 HELD_FIELDS = ("held_transactions", "held_events", "held_version", "held_since_ms", "timed_out_transactions")
+#: ``changelog_version`` (the target's row): the changelog's Delta version after the last batch
+#: that appended to it, so that a batch (or the same batch applied again after a crash) reads
+#: the changelog without its own events (:class:`ChangelogCut`); null in a table written before it
 SCHEMA_HISTORY_SCHEMA = (
     "table string, delta_version bigint, schema string, change string, ddl string, position string, recorded_at_ms bigint"
 )
@@ -311,6 +315,29 @@ class Progress:
         h = self.held()
         return h["held_version"] if h["held_events"] else None
 
+    def changelog_cut(self) -> "ChangelogCut | None":
+        """What earlier batches applied, as the transaction gate reads it to tell a re-delivered
+        piece of an applied transaction (:func:`cdclake.apply.transactions.gate`): the changelog's
+        version after the last batch and the greatest position any table applied; None when the
+        target's row has no ``changelog_version`` (a target written before it) or no table has
+        a position yet."""
+        row = next((r for r in self.rows if r["source"] is None and r["table"] is None), {})
+        version = row.get("changelog_version")
+        orders = [r["last_position"] for r in self.rows
+                  if r["source"] is None and r["table"] is not None and r["last_position"] is not None]
+        if version is None or not orders:
+            return None
+        return ChangelogCut(int(version), list(max(orders, key=order_key)))
+
+
+@dataclass(frozen=True)
+class ChangelogCut:
+    """The changelog as the last batch left it: ``version`` (its Delta version) and ``last_order``
+    (the greatest position order, ``position.order``, that any target table applied)."""
+
+    version: int
+    last_order: list
+
 
 #: the progress this process last read or wrote, per progress table path:
 #: ``(version, (length, modification time) of that version's commit file, rows)``
@@ -458,8 +485,10 @@ def merge_progress(old: list[dict], new: list[dict]) -> list[dict]:
         if t is None:
             merged[k] = dict(s)
             continue
-        if k == (None, None):  # the target's row: what is held now
-            t.update({f: s.get(f) for f in HELD_FIELDS})
+        if k == (None, None):  # the target's row: what is held now, the changelog's version
+            if s.get("held_transactions") is not None:
+                t.update({f: s.get(f) for f in HELD_FIELDS})
+            t["changelog_version"] = _greatest(s.get("changelog_version"), t.get("changelog_version"))
             continue
         if t["last_position"] is None or (
             s["last_position"] is not None and order_key(s["last_position"]) > order_key(t["last_position"])
@@ -499,12 +528,14 @@ def update_progress(
     progress: Progress,
     results: dict[str, ApplyResult],
     held: dict | None = None,
+    changelog_version: int | None = None,
 ) -> None:
     """Move the progress table forward: its rows as read (``progress``) merged on the driver
     with rows built from the batch's plan (per source and table, per source, per table), the
     tables' new states and ``held`` (the target's row: :data:`HELD_FIELDS`, when the
-    transaction gate changed what is held) (:func:`merge_progress`), written back whole: one
-    small overwrite, one commit, nothing scanned."""
+    transaction gate changed what is held) and ``changelog_version`` (the changelog's version
+    after the batch's append, None when the batch appended nothing) (:func:`merge_progress`),
+    written back whole: one small overwrite, one commit, nothing scanned."""
     states = progress.table_states()
     now = now_ms()
     rows = []
@@ -513,11 +544,11 @@ def update_progress(
         lag = now - sp.last_event_time_ms if sp.last_event_time_ms is not None else None
         rows.append(
             (sp.source, sp.table, sp.last_position, sp.last_position_text, sp.last_event_time_ms, sp.last_heartbeat_ms,
-             now, lag, None, None, None, None, None, *no_hold, None, None, None, None)
+             now, lag, None, None, None, None, None, *no_hold, None, None, None, None, None)
         )
-    if held is not None:
-        rows.append((None, None, None, None, None, None, now, None, None, None, None, None, None, *(held[f] for f in HELD_FIELDS),
-                     None, None, None, None))
+    if held is not None or changelog_version is not None:
+        rows.append((None, None, None, None, None, None, now, None, None, None, None, None, None,
+                     *(held[f] if held is not None else None for f in HELD_FIELDS), None, None, None, None, changelog_version))
     by_table: dict[str, list] = {}
     for sp in plan.progress:
         if sp.table is not None:
@@ -540,7 +571,7 @@ def update_progress(
              _newest(old.delete_position, p.max_delete), truncate, truncate_text,
              res.rows_now if res is not None else old.rows, res.delta_version if res is not None else None, *no_hold,
              truncate_record, _renamed_value(p.renamed), _union_column_ddl(None, [{"order": o, "text": t, "ddl": d} for o, t, d in [*p.carried_column_ddl, *column_ddl(p)]]),
-             _newest(old.move_position, p.max_move))
+             _newest(old.move_position, p.max_move), None)
         )
     if not rows:
         return

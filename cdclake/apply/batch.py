@@ -226,7 +226,8 @@ def apply_batch(
     batch_events = events  # the changelog's: the batch's own events, held ones included
     if hold is None and plan is None and (gate or progress.held_version() is not None):
         hold = transactions.gate(
-            spark, events, target, progress.held_version(), audit.now_ms(), timeout_ms=tx_timeout_ms, primary_keys=primary_keys
+            spark, events, target, progress.held_version(), audit.now_ms(), timeout_ms=tx_timeout_ms, primary_keys=primary_keys,
+            applied=progress.changelog_cut(),
         )
         plan = hold.plan
     try:
@@ -357,6 +358,9 @@ def _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tas
         for f in pending:
             if f.exception() is not None:
                 raise f.exception()
+        # the changelog as this batch leaves it: the next batch's gate reads it without its own
+        # events (a re-delivered piece of an applied transaction, cdclake.apply.transactions)
+        changelog_version = latest_version(spark, f"{target}/{audit.CHANGELOG}") if changelog else None
         failures = {f.table: f for f in failed}
         if failures:
             write_table_failures(events, [(p, failures[p.name]) for p in plan.tables if p.name in failures], fmt, target, txn)
@@ -390,7 +394,7 @@ def _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tas
                 [
                     lambda: audit.write_deletes(deletes, target, txn),
                     lambda: audit.record_schema_changes(spark, target, history),
-                    lambda: audit.update_progress(spark, target, plan, progress, results, held),
+                    lambda: audit.update_progress(spark, target, plan, progress, results, held, changelog_version),
                 ]
             )
     finally:

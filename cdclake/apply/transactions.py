@@ -20,9 +20,14 @@ An open transaction is given up, and its held changes applied as they are, once 
 has moved on by more than the timeout (``--transaction-timeout-ms``, default
 :data:`DEFAULT_TIMEOUT_MS`): the newest event time of the batch (heartbeats included) is later
 than the transaction's newest event time by more than it. The rest is not coming then (a
-record of it was rejected, a table of it is not ingested), or the batch holds a re-delivered
-part of a transaction applied before (applying it again changes nothing). Event time, not the
-clock, so a batch applied again decides the same.
+record of it was rejected, a table of it is not ingested). Event time, not the clock, so a
+batch applied again decides the same.
+
+A re-delivered piece of a transaction applied before (an at-least-once producer sending part
+of it again) is open in its batch alone; it is applied at once (again: that changes nothing),
+not held, when the changelog as the last batch left it has each of its changes
+(:func:`_redelivered`; the progress keeps the changelog's version). Otherwise (a target whose
+progress is older than that version, or a piece whose changes differ) it waits for the timeout.
 
 Events without ``tx_id`` are not held, so a format or a run without boundaries (Debezium
 without its transaction topic) is applied as it arrives; except for an update written as two
@@ -65,6 +70,7 @@ The held table: the events' :data:`cdclake.model.EVENT_SCHEMA` columns plus ``he
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -72,6 +78,9 @@ from pyspark.sql import functions as F
 
 from cdclake.apply import plan as plan_mod
 from cdclake.model import EVENT_COLUMNS
+
+if TYPE_CHECKING:
+    from cdclake.apply.audit import ChangelogCut
 
 HELD = "_cdclake/held"
 #: how far (event time, ms) the source may move past an open transaction before it is applied
@@ -90,6 +99,8 @@ class Hold:
     transactions / held_events: how many open transactions and events are held after the batch.
     held_since_ms: when the oldest held event was first held (None: nothing held).
     timed_out: open transactions given up (their events applied) by the timeout.
+    redelivered: transactions open in the batch alone that are re-delivered pieces of
+        transactions applied before (applied again at once, not held: :func:`_redelivered`).
     changed: the held table must be written (something was held before or is now).
     records: per error code, ``(records, events)`` of the batch (when the gate counted them).
     plan: the plan of :attr:`events` (:class:`cdclake.apply.plan.BatchPlan`, its ``records``
@@ -102,6 +113,7 @@ class Hold:
     held_events: int = 0
     held_since_ms: int | None = None
     timed_out: int = 0
+    redelivered: int = 0
     changed: bool = False
     records: dict[str | None, tuple[int, int]] = field(default_factory=dict)
     plan: "plan_mod.BatchPlan | None" = None
@@ -137,6 +149,7 @@ def gate(
     flat: DataFrame | None = None,
     timeout_ms: int = DEFAULT_TIMEOUT_MS,
     primary_keys: dict[str, list[str]] | None = None,
+    applied: "ChangelogCut | None" = None,
 ) -> Hold:
     """Split a batch's ``events`` (EVENT_SCHEMA) into what to apply now and what to hold, and
     plan what is applied (:attr:`Hold.plan`).
@@ -146,7 +159,9 @@ def gate(
     struct, null for a reject), to count records per error code in the same aggregate
     (:attr:`Hold.records`, also the plan's ``records``); ``events`` are then its events.
     ``timeout_ms``: see the module docstring. ``primary_keys``: as for
-    :func:`cdclake.apply.plan.plan_batch`.
+    :func:`cdclake.apply.plan.plan_batch`. ``applied``: what earlier batches applied
+    (:meth:`cdclake.apply.audit.Progress.changelog_cut`), to release a re-delivered piece of an
+    applied transaction at once (:func:`_redelivered`); None: such a piece waits for the timeout.
 
     One aggregate: the plan's (:func:`cdclake.apply.plan.summarize` with its ``tx`` set) over
     the batch's events and the held ones. When no transaction stays open, its table and source
@@ -169,16 +184,22 @@ def gate(
             hold.cached.append(held_before)
             batch = batch.unionByName(held_before)
             src = src.unionByName(held_before.select("*", F.lit(None).cast("string").alias("error_code"), F.lit(-1).alias("pos")))
-        return _decide(spark, hold, src, batch, held_version, now_ms, flat is not None, timeout_ms, primary_keys)
+        return _decide(spark, hold, src, batch, held_version, now_ms, flat is not None, timeout_ms, primary_keys, target, applied)
     except BaseException:
         hold.release()
         raise
 
 
 def _decide(spark, hold: Hold, src: DataFrame, batch: DataFrame, held_version, now_ms: int, counted: bool, timeout_ms: int,
-            primary_keys) -> Hold:
+            primary_keys, target: str, applied) -> Hold:
     """:func:`gate` after its inputs are built: the aggregate, the decision, the plan."""
     rows = [r.asDict(recursive=False) for r in plan_mod.summarize(src, primary_keys, records=True, transactions=True)]
+    if applied is not None:
+        again = _redelivered(spark, target, batch, applied, [r for r in rows if r["by_tx"] == 0 and r["open"]])
+        for r in rows:
+            if r["by_tx"] == 0 and r["tx"] in again:
+                r["open"] = False  # applied before: applying it again changes nothing
+        hold.redelivered = len(again)
     if counted:
         hold.records = {r["error_code"]: (int(r["n_records"]), int(r["n_events"])) for r in rows if r["by_code"] == 0}
     # the newest event time of everything (heartbeats too): the timeout's horizon
@@ -224,6 +245,47 @@ def _decide(spark, hold: Hold, src: DataFrame, batch: DataFrame, held_version, n
     hold.plan = plan_mod.plan_batch(apply, primary_keys)
     hold.plan.records = hold.records
     return hold
+
+
+def _redelivered(spark: SparkSession, target: str, batch: DataFrame, applied, open_rows: list[dict]) -> set[str]:
+    """The open transactions (gate keys, :func:`cdclake.apply.plan.tx_key_sql`) of ``open_rows``
+    (the plan aggregate's rows of open transactions) that are re-delivered pieces of
+    transactions earlier batches applied: none of their events is held from before, and each
+    of their events in the batch (``batch``: EVENT_SCHEMA + ``from_held``) equals one in the
+    changelog as the last batch left it (``applied``: :class:`cdclake.apply.audit.ChangelogCut`)
+    by transaction, table, kind, position, ``tx_seq`` and update half. A transaction id that
+    recurs (an Oracle XID after the undo segments wrap) with new changes does not match, and a
+    batch applied again after a crash reads the changelog without the events its first attempt
+    appended, so it decides the same.
+
+    Only transactions whose newest position is not past the greatest position any table applied
+    are looked up (a transaction the source is still writing is past it: no Spark job). One job
+    (a left anti join of the batch's events of those transactions with the changelog's, by
+    transaction id where every candidate has one, so Delta's file statistics skip files)."""
+    from cdclake.apply.audit import CHANGELOG
+
+    cut = plan_mod.order_key(applied.last_order)
+    cands = [r["tx"] for r in open_rows
+             if not r["n_held"] and (r["last_order"] is None or plan_mod.order_key(r["last_order"]) <= cut)]
+    if not cands:
+        return set()
+    key = F.expr(plan_mod.tx_key_sql(every_kind=True))
+    cols = ["database", "schema", "table", "kind", "tx_seq"]
+
+    def keyed(df: DataFrame) -> DataFrame:
+        return df.select(key.alias("_k"), *cols, F.col("position.order").alias("_order"),
+                         F.col("before").isNotNull().alias("_before")).where(F.col("_k").isin(cands))
+
+    plain = [c for c in cands if not c.startswith(plan_mod.UPDATE_HALVES_TX)]
+    log = spark.read.format("delta").option("versionAsOf", applied.version).load(f"{target}/{CHANGELOG}")
+    if len(plain) == len(cands):
+        log = log.where(F.col("tx_id").isin(plain))
+    mine, log = keyed(batch.where(~F.col("from_held"))).alias("m"), keyed(log).alias("l")
+    same = F.col("m._k") == F.col("l._k")
+    for c in [*cols, "_order", "_before"]:
+        same = same & F.col(f"m.{c}").eqNullSafe(F.col(f"l.{c}"))
+    missing = {r[0] for r in mine.join(log, same, "left_anti").select("_k").distinct().collect()}
+    return set(cands) - missing
 
 
 def write_held(spark: SparkSession, target: str, hold: Hold, txn=None) -> int:

@@ -111,6 +111,24 @@ def test_open_transactions_wait_for_the_rest(spark, tmp_path):
     )
     assert (as_of("db.t"), as_of("db.u")) == ([(1, "plain")], [(30, "whole")])
 
+    # an at-least-once producer sends S's first two changes again, and the before half of the
+    # update at 51: open in this batch alone, but the changelog has each of them, so they are
+    # applied (again: nothing changes) and not held until the timeout, nor counted as given up.
+    # A change reuses Q's id (an Oracle XID after the undo segments wrap) at a position older
+    # than applied ones, a change the changelog has not: held. The third batch is applied as
+    # after a crash that cut its first attempt short after the changelog append (before the
+    # progress): the retry reads the changelog without that append, so it still holds Q
+    third = [first[1], first[2], first[-1], tx(ev("c", 45, row(45, "q-again")), "Q", 1, last=False)]
+    from cdclake.apply.audit import write_changelog
+
+    write_changelog(spark.createDataFrame(third, EVENT_SCHEMA), str(tmp_path), Txn("test-transactions", 3))
+    apply(spark, tmp_path, third, Txn("test-transactions", 3))
+    assert table(spark, tmp_path) == [(1, "plain", None), (2, "s3", None), (10, "q1", None), (11, "q2", None), (20, "d1", None)]
+    assert table(spark, tmp_path, "db.u") == [(3, "s2", None), (30, "whole", None)]
+    assert table(spark, tmp_path, "db.h") == [(40, "h1", None), (50, "y", None)]
+    st = target_status(spark, str(tmp_path))
+    assert (st["held_transactions"], st["held_events"], st["timed_out_transactions"]) == (1, 1, 0)
+
 
 def test_a_transaction_the_source_moved_past_is_applied_as_it_is(spark, tmp_path):
     # the rest of G never comes (a rejected record, a table not ingested): once the batch's
@@ -124,12 +142,19 @@ def test_a_transaction_the_source_moved_past_is_applied_as_it_is(spark, tmp_path
     assert table(spark, tmp_path) == [(1, "g1", None), (3, "later", None)]
     st = target_status(spark, str(tmp_path))
     assert (st["held_transactions"], st["timed_out_transactions"]) == (1, 1)  # H held, G given up
-    # a re-delivered piece of G in a batch with nothing held before: open in this batch alone,
-    # given up at once (the source is far past it) and counted, though no held table changes
+    # a re-delivered piece of G in a batch with nothing held before: open in this batch alone;
+    # the changelog has it, so it is applied again at once, not given up a second time. Its
+    # other change, delivered now for the first time (the rejected record mended and sent
+    # again), is new: given up at once (the source is far past it) and counted
     apply(spark, tmp_path, [ev("c", 4, row(4, "h-end")) | {"event_time_ms": 200_000}], timeout=60_000)  # H given up
     apply(spark, tmp_path, [tx(ev("c", 1, row(1, "g1")), "G", 1, 2, ms=1_000),
                             ev("c", 5, row(5, "now")) | {"event_time_ms": 300_000}], timeout=60_000)
     assert table(spark, tmp_path) == [(1, "g1", None), (2, "h1", None), (3, "later", None), (4, "h-end", None), (5, "now", None)]
+    st = target_status(spark, str(tmp_path))
+    assert (st["held_transactions"], st["held_events"], st["timed_out_transactions"]) == (0, 0, 2)
+    apply(spark, tmp_path, [tx(ev("u", 7, row(1, "g1b"), row(1, "g1")), "G", 2, 2, ms=1_000),
+                            ev("c", 6, row(6, "then")) | {"event_time_ms": 400_000}], timeout=60_000)
+    assert table(spark, tmp_path)[:1] == [(1, "g1b", None)]
     st = target_status(spark, str(tmp_path))
     assert (st["held_transactions"], st["held_events"], st["timed_out_transactions"]) == (0, 0, 3)
 
