@@ -369,9 +369,7 @@ def evolve_table(
     points = {new: plan.rename_orders[new] for new in batch_renames if new in plan.rename_orders}
     chains = _chains_held(plan, batch_renames, current)
     if chains:
-        if not _has_column_mapping(spark, path):
-            spark.sql(f"ALTER TABLE delta.{q(path)} SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name')")
-            changes.append("column mapping on (to rename or drop a column)")
+        _ensure_column_mapping(spark, path, changes, "to rename or drop a column")
         for new, steps in chains.items():
             holder, ended = _merge_chain(spark, path, plan, steps, current, COLUMN_ORDERS in columns, changes)
             if holder is not None:
@@ -387,19 +385,13 @@ def evolve_table(
     changes += [f"not applied: rename column {old} -> {new} ({new} exists)" for new, old in batch_renames.items()
                 if old in current and new in current and new not in merged]
     if merged:
-        if not _has_column_mapping(spark, path):
-            spark.sql(f"ALTER TABLE delta.{q(path)} SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name')")
-            changes.append("column mapping on (to rename or drop a column)")
+        _ensure_column_mapping(spark, path, changes, "to rename or drop a column")
         for new, old in merged.items():
-            _merge_renamed_column(spark, path, plan, old, new, points[new], COLUMN_ORDERS in columns)
-            spark.sql(f"ALTER TABLE delta.{q(path)} DROP COLUMN {q(old)}")
-            changes.append(f"rename column {old} -> {new} ({new} was written by later events first: merged into it)")
+            _merge_and_drop(spark, path, plan, old, new, points[new], COLUMN_ORDERS in columns, changes)
         current = _source_columns(spark, path)
     drops = [n for n in plan.drops if n in current and n not in plan.key]
     if renames or drops:  # column mapping makes both a metadata change (no rewrite)
-        if not _has_column_mapping(spark, path):
-            spark.sql(f"ALTER TABLE delta.{q(path)} SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name')")
-            changes.append("column mapping on (to rename or drop a column)")
+        _ensure_column_mapping(spark, path, changes, "to rename or drop a column")
         if renames and COLUMN_ORDERS in columns:  # first: a batch prepared again after a crash between
             _rename_in_column_orders(spark, path, renames)  # the two does it again (no row names the old)
         if drops and COLUMN_ORDERS in columns:  # a column of that name added again later is not set yet
@@ -415,9 +407,8 @@ def evolve_table(
             changes.append(f"drop column {n}")
         current = _source_columns(spark, path)
     added = {n: t for n, t in plan.columns.items() if n not in current}
-    if added and needs_column_mapping(added) and not _has_column_mapping(spark, path):
-        spark.sql(f"ALTER TABLE delta.{q(path)} SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name')")
-        changes.append("column mapping on (a new column name needs it)")
+    if added and needs_column_mapping(added):
+        _ensure_column_mapping(spark, path, changes, "a new column name needs it")
     if added:
         cols_sql = ", ".join(f"{q(n)} {t}" for n, t in added.items())
         spark.sql(f"ALTER TABLE delta.{q(path)} ADD COLUMNS ({cols_sql})")
@@ -474,12 +465,29 @@ def _merge_chain(spark: SparkSession, path: str, plan: TablePlan, steps: list, c
         if a in current:  # (the holder itself, merged into a name, or the first name the table holds)
             holder, ended = a, order
         if holder is not None and b in current and i < len(steps) - 1:
-            _merge_renamed_column(spark, path, plan, holder, b, ended, by_column)
-            spark.sql(f"ALTER TABLE delta.{q(path)} DROP COLUMN {q(holder)}")
-            changes.append(f"rename column {holder} -> {b} ({b} was written by later events first: merged into it)")
+            _merge_and_drop(spark, path, plan, holder, b, ended, by_column, changes)
             current.pop(holder)
             holder = None
     return holder, ended
+
+
+def _ensure_column_mapping(spark: SparkSession, path: str, changes: list[str], why: str) -> None:
+    """Turn Delta column mapping (by name) on for the table at ``path`` unless it is on, saying
+    so in ``changes`` (``why``: what needs it). Renames and drops of columns need it (no
+    rewrite), and so do column names Delta refuses without it."""
+    if not _has_column_mapping(spark, path):
+        spark.sql(f"ALTER TABLE delta.{q(path)} SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name')")
+        changes.append(f"column mapping on ({why})")
+
+
+def _merge_and_drop(spark: SparkSession, path: str, plan: TablePlan, old: str, new: str, order: list, by_column: bool,
+                    changes: list[str]) -> None:
+    """A column rename ``old`` -> ``new`` onto a column the table holds: ``old``'s values merged
+    into ``new`` as of ``order`` (:func:`_merge_renamed_column`), then ``old`` dropped; said in
+    ``changes``. Needs column mapping on."""
+    _merge_renamed_column(spark, path, plan, old, new, order, by_column)
+    spark.sql(f"ALTER TABLE delta.{q(path)} DROP COLUMN {q(old)}")
+    changes.append(f"rename column {old} -> {new} ({new} was written by later events first: merged into it)")
 
 
 def _merge_renamed_column(spark: SparkSession, path: str, plan: TablePlan, old: str, new: str, order: list,

@@ -55,6 +55,12 @@ def ranked_key(rank: int, order) -> tuple:
 RECORD_FIELDS = ("file", "line", "partition", "offset")
 
 
+def record_struct_sql(struct: str) -> str:
+    """SQL: a struct of the :data:`RECORD_FIELDS` of ``struct`` (SQL of a struct that has them:
+    ``source_record``, ``_cdc_record``, ``_cdc_end.record``), those fields only."""
+    return "named_struct(" + ", ".join(f"'{f}', {struct}.{f}" for f in RECORD_FIELDS) + ")"
+
+
 def record_key(record) -> tuple:
     """A sort key of record coordinates (``(file, line, partition, offset)`` or None) that
     orders as Spark orders the struct: a null (field or whole) first."""

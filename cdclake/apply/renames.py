@@ -100,7 +100,9 @@ from cdclake.apply.delta_table import (
     q,
     rank_sql,
 )
-from cdclake.apply.plan import QUALIFIED_NAME_SQL, RECORD_FIELDS, BatchPlan, TableRename, TablePlan, order_key, plan_batch
+from cdclake.apply.plan import (
+    QUALIFIED_NAME_SQL, RECORD_FIELDS, BatchPlan, TableRename, TablePlan, order_key, plan_batch, record_struct_sql,
+)
 from cdclake.model import EVENT_SCHEMA, Kind, Op
 from cdclake.values import TS_FORMAT
 
@@ -848,7 +850,6 @@ def _copies_gone(spark: SparkSession, target: str, steps: list[tuple[str, list]]
     histories that ended before the point."""
     from cdclake.apply.batch import table_path
 
-    rec = lambda c: f"named_struct({', '.join(f'{_str(f)}, {c}.{f}' for f in RECORD_FIELDS)})"  # noqa: E731
     out = []
     for name in sorted({n for n, _p in steps}):
         path = table_path(target, name)
@@ -860,11 +861,11 @@ def _copies_gone(spark: SparkSession, target: str, steps: list[tuple[str, list]]
             continue
         last = max((p for n, p in steps if n == name), key=order_key)
         out.append(h.where(f"_cdc_end IS NOT NULL AND _cdc_end.position < {_order_sql(last)}").selectExpr(
-            f"{_str(name)} AS _gn", "_cdc_position AS _go", f"{rec('_cdc_record')} AS _gr", "_cdc_end.position AS _ge",
-            f"{rec('_cdc_end.record')} AS _fr"))
+            f"{_str(name)} AS _gn", "_cdc_position AS _go", f"{record_struct_sql('_cdc_record')} AS _gr", "_cdc_end.position AS _ge",
+            f"{record_struct_sql('_cdc_end.record')} AS _fr"))
     if not out:
         return None
-    held = named.where("kind = 'data'").selectExpr(f"{_NAME} AS _fn", "position.order AS _fo", f"{rec('source_record')} AS _fs")
+    held = named.where("kind = 'data'").selectExpr(f"{_NAME} AS _fn", "position.order AS _fo", f"{record_struct_sql('source_record')} AS _fs")
     ending = " AND ".join(f"_fr.{f} <=> _fs.{f}" for f in RECORD_FIELDS)
     return (reduce(DataFrame.unionByName, out)
             .join(held, F.expr(f"_gn = _fn AND _ge = _fo AND {ending}"), "left_anti").drop("_fr"))

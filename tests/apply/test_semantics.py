@@ -89,7 +89,9 @@ def test_progress_is_reread_after_another_writer_commits(spark, tmp_path):
 
     apply(spark, tmp_path, [ev("c", 1, row(1, "a"))])
     mine = audit.read_progress(spark, str(tmp_path))
-    assert mine.version == 0 and {(r["source"], r["table"]) for r in mine.rows} == {("mem", "db.t"), ("mem", None), (None, "db.t")}
+    assert mine.version == 0 and {(r["source"], r["table"]) for r in mine.rows} == {("mem", "db.t"), ("mem", None), (None, "db.t"), (None, None)}
+    # the target's row: the changelog's version after the batch (its first commit)
+    assert next(r for r in mine.rows if r["source"] is None and r["table"] is None)["changelog_version"] == 0
     assert audit._cached_progress(spark, f"{tmp_path}/{audit.PROGRESS}") is not None
     other = spark.createDataFrame([("elsewhere", None) + (None,) * (len(audit.PROGRESS_FIELDS) - 2)], audit.PROGRESS_SCHEMA)
     other.write.format("delta").mode("append").save(f"{tmp_path}/{audit.PROGRESS}")
