@@ -469,6 +469,8 @@ def _print_summary(s, quiet: bool) -> None:
         print(f"held back: {s.held_transactions} open transaction(s), {s.held_events} event(s), applied when the rest arrives")
     if s.timed_out_transactions:
         print(f"given up by the timeout: {s.timed_out_transactions} open transaction(s) applied as they were (--transaction-timeout-ms)")
+    if s.redelivered_transactions:
+        print(f"re-delivered: {s.redelivered_transactions} piece(s) of transactions applied before, applied again (no change)")
 
 
 if __name__ == "__main__":

@@ -76,6 +76,8 @@ class IngestSummary:
     held_events: int = 0
     #: open transactions given up by the timeout in this run (their events applied as they were)
     timed_out_transactions: int = 0
+    #: re-delivered pieces of transactions applied before, applied again at once in this run
+    redelivered_transactions: int = 0
 
     def merge(self, other: "IngestSummary") -> None:
         self.records_in += other.records_in
@@ -87,6 +89,7 @@ class IngestSummary:
         self.tables.extend(other.tables)
         self.held_transactions, self.held_events = other.held_transactions, other.held_events  # the latest batch's
         self.timed_out_transactions += other.timed_out_transactions
+        self.redelivered_transactions += other.redelivered_transactions
 
 
 def decode_options(config, decoder: Decoder) -> DecodeOptions:
@@ -283,6 +286,7 @@ def ingest_batch(
         if hold is not None:
             summary.held_transactions, summary.held_events = hold.transactions, hold.held_events
             summary.timed_out_transactions = hold.timed_out
+            summary.redelivered_transactions = hold.redelivered
         if summary.events == 0 and not (hold is not None and hold.changed):
             if summary.rejected:
                 reject_task[0]()
