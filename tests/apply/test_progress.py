@@ -74,3 +74,18 @@ def test_table_renames_accumulate_once_each_by_point():
     assert renamed_of(got["db.t"]["renamed"]) == [(d(10, 1), ("f", 3, None, None), ("db", None, "n"), "10", 10_000),
                                                   (d(20, 1), None, ("db", None, "z"), None, None)]
     assert renamed_of(got["db.u"]["renamed"]) == []
+
+
+def test_the_targets_row_keeps_what_is_held_when_a_batch_only_moves_the_changelog():
+    # a batch that changes nothing held writes the target's row with the changelog's version
+    # alone: the held fields stay, the version moves forward only
+    held = dict(held_transactions=2, held_events=5, held_version=7, held_since_ms=11, timed_out_transactions=1)
+    old = [row(None, None, changelog_version=4, **held)]
+    (kept,) = merge_progress(old, [row(None, None, changelog_version=9)])
+    assert {k: kept[k] for k in held} == held and kept["changelog_version"] == 9
+    (same,) = merge_progress(old, [row(None, None, changelog_version=3)])
+    assert same["changelog_version"] == 4
+    # a batch that changed what is held writes its held fields (and may append nothing)
+    now = dict(held_transactions=0, held_events=0, held_version=8, held_since_ms=None, timed_out_transactions=1)
+    (moved,) = merge_progress(old, [row(None, None, **now)])
+    assert {k: moved[k] for k in now} == now and moved["changelog_version"] == 4
