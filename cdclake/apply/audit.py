@@ -315,14 +315,19 @@ class Progress:
         h = self.held()
         return h["held_version"] if h["held_events"] else None
 
+    def changelog_version(self) -> int | None:
+        """The target's row's ``changelog_version`` (None: not kept yet)."""
+        row = next((r for r in self.rows if r["source"] is None and r["table"] is None), {})
+        v = row.get("changelog_version")
+        return None if v is None else int(v)
+
     def changelog_cut(self) -> "ChangelogCut | None":
         """What earlier batches applied, as the transaction gate reads it to tell a re-delivered
         piece of an applied transaction (:func:`cdclake.apply.transactions.gate`): the changelog's
         version after the last batch and the greatest position any table applied; None when the
         target's row has no ``changelog_version`` (a target written before it) or no table has
         a position yet."""
-        row = next((r for r in self.rows if r["source"] is None and r["table"] is None), {})
-        version = row.get("changelog_version")
+        version = self.changelog_version()
         orders = [r["last_position"] for r in self.rows
                   if r["source"] is None and r["table"] is not None and r["last_position"] is not None]
         if version is None or not orders:

@@ -359,8 +359,15 @@ def _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tas
             if f.exception() is not None:
                 raise f.exception()
         # the changelog as this batch leaves it: the next batch's gate reads it without its own
-        # events (a re-delivered piece of an applied transaction, cdclake.apply.transactions)
-        changelog_version = latest_version(spark, f"{target}/{audit.CHANGELOG}") if changelog else None
+        # events (a re-delivered piece of an applied transaction, cdclake.apply.transactions).
+        # Only when the one append since the last completed batch is this batch's own (its first
+        # attempt's, after a crash): an append of a batch that failed after it, under another
+        # identity, holds events no batch applied, so the version stays where it was then
+        changelog_version = None
+        if changelog:
+            now, before = latest_version(spark, f"{target}/{audit.CHANGELOG}"), progress.changelog_version()
+            if now == (0 if before is None else before + 1):
+                changelog_version = now
         failures = {f.table: f for f in failed}
         if failures:
             write_table_failures(events, [(p, failures[p.name]) for p in plan.tables if p.name in failures], fmt, target, txn)

@@ -26,8 +26,10 @@ batch applied again decides the same.
 A re-delivered piece of a transaction applied before (an at-least-once producer sending part
 of it again) is open in its batch alone; it is applied at once (again: that changes nothing),
 not held, when the changelog as the last batch left it has each of its changes
-(:func:`_redelivered`; the progress keeps the changelog's version). Otherwise (a target whose
-progress is older than that version, or a piece whose changes differ) it waits for the timeout.
+(:func:`_redelivered`; the progress keeps the changelog's version, moved only by a batch whose
+append is the one since that version: :func:`cdclake.apply.batch._apply_plan`). Otherwise (no
+version kept: a target created before it, or one where a batch failed after its append; or a
+piece whose changes differ) it waits for the timeout.
 
 Events without ``tx_id`` are not held, so a format or a run without boundaries (Debezium
 without its transaction topic) is applied as it arrives; except for an update written as two

@@ -129,6 +129,19 @@ def test_open_transactions_wait_for_the_rest(spark, tmp_path):
     st = target_status(spark, str(tmp_path))
     assert (st["held_transactions"], st["held_events"], st["timed_out_transactions"]) == (1, 1, 0)
 
+    # a batch fails after its changelog append (X's first change, never applied, never held),
+    # another batch completes, then the failed one is delivered again: X is new to every table,
+    # so it is held, not taken for a re-delivery (the completed batch did not vouch for the
+    # failed append: the progress's changelog version stays before it)
+    fourth = [tx(ev("c", 46, row(46, "x1")), "X", 1, 2)]
+    failed = Txn("test-transactions-other-files", 1)  # (another file set: an identity of its own)
+    write_changelog(spark.createDataFrame(fourth, EVENT_SCHEMA), str(tmp_path), failed)
+    apply(spark, tmp_path, [ev("c", 70, row(70, "later"))], Txn("test-transactions", 4))
+    apply(spark, tmp_path, fourth, failed)
+    assert table(spark, tmp_path)[-1] == (70, "later", None) and (46, "x1", None) not in table(spark, tmp_path)
+    st = target_status(spark, str(tmp_path))
+    assert (st["held_transactions"], st["held_events"], st["timed_out_transactions"]) == (2, 2, 0)
+
 
 def test_a_transaction_the_source_moved_past_is_applied_as_it_is(spark, tmp_path):
     # the rest of G never comes (a rejected record, a table not ingested): once the batch's
