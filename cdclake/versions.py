@@ -28,6 +28,13 @@ KAFKA_VERSION = "3.9.0"  # kafka-clients used by spark-sql-kafka-0-10 4.0.0
 #: classpath. Kafka 4.x is KRaft-only (no ZooKeeper); the kafka-clients 3.9.0 pinned above for
 #: Spark's connector talks to 4.0 brokers.
 KAFKA_BROKER_VERSION = "4.0.0"
+#: the Debezium PostgreSQL connector that the tests run as a real CDC producer, in a Kafka Connect
+#: standalone worker of the broker's Kafka version (connect-runtime ``KAFKA_BROKER_VERSION``),
+#: fetched from ``jvm/connect/pom.xml`` into ``.jars/connect``. 3.6.1.Final, not newer: the
+#: registry mirror this project builds from serves newer Debezium releases only in part. Debezium
+#: 3.6 is built against Kafka 4.3; its PostgreSQL connector runs in a 4.0 worker (checked:
+#: snapshot, streaming, transaction metadata, restart from the offsets file).
+DEBEZIUM_VERSION = "3.6.1.Final"
 COMMONS_POOL2_VERSION = "2.12.0"
 
 
@@ -35,11 +42,15 @@ COMMONS_POOL2_VERSION = "2.12.0"
 #: behind Polars and pandas users' scripts, and the pyarrow it hands tables over in
 DELTALAKE_VERSION = "1.6.6"
 PYARROW_VERSION = "26.0.1"
+#: the PostgreSQL client of ``cdclake.testing.postgres`` (typed rows to compare with the tables);
+#: the binary wheel brings its own libpq
+PSYCOPG_VERSION = "3.3.9"
 
 
 def test_pins() -> list[str]:
     """Requirement strings of the test-only readers (``bin/setup --test``)."""
-    return [f"deltalake=={DELTALAKE_VERSION}", f"pyarrow=={PYARROW_VERSION}"]
+    return [f"deltalake=={DELTALAKE_VERSION}", f"pyarrow=={PYARROW_VERSION}",
+            f"psycopg[binary]=={PSYCOPG_VERSION}"]
 
 
 def pip_pins() -> list[str]:
@@ -48,8 +59,9 @@ def pip_pins() -> list[str]:
 
 
 def maven_properties() -> list[str]:
-    """``-Dname=value`` arguments for ``mvn`` matching the ``<properties>`` of ``jvm/pom.xml`` and
-    ``jvm/kafka/pom.xml`` (a property a pom does not declare is ignored by it)."""
+    """``-Dname=value`` arguments for ``mvn`` matching the ``<properties>`` of ``jvm/pom.xml``,
+    ``jvm/kafka/pom.xml`` and ``jvm/connect/pom.xml`` (a property a pom does not declare is
+    ignored by it)."""
     return [
         f"-Dspark.version={SPARK_VERSION}",
         f"-Ddelta.version={DELTA_VERSION}",
@@ -57,6 +69,7 @@ def maven_properties() -> list[str]:
         f"-Dkafka.version={KAFKA_VERSION}",
         f"-Dcommons.pool2.version={COMMONS_POOL2_VERSION}",
         f"-Dkafka.broker.version={KAFKA_BROKER_VERSION}",
+        f"-Ddebezium.version={DEBEZIUM_VERSION}",
     ]
 
 
