@@ -72,7 +72,7 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as ST
 
-from cdclake.apply.keyless import after_truncate_sql, in_region_sql, moved_read_sql, rank_of
+from cdclake.apply.keyless import after_truncate_sql, in_region_sql, moved_read_sql, rank_of, with_read_copies
 from cdclake.apply.moves import MOVE_HOPS
 from cdclake.apply.plan import TablePlan, order_key
 from cdclake.apply.delta_table import (
@@ -565,8 +565,9 @@ def _copy_ends(points: DataFrame, keys: list[str], moved: list = ()) -> DataFram
     current rows, so that the current versions are that table's rows:
 
     * an *atom* is an image, a sign and a point (stream rank, position, sub), not the
-      record's coordinates: a change delivered again from another file or offset, or two
-      identical rows of one snapshot at one position, count once (the table's own first);
+      record's coordinates: a change delivered again from another file or offset counts once
+      (the table's own first); identical rows of one snapshot at one position are told apart
+      by their occurrence (:func:`cdclake.apply.keyless.with_read_copies`);
     * an insert, an update's after image or a snapshot read (+1) begins a copy's version and
       ends none; a delete or an update's before image (-1) ends the version of the earliest
       copy still current (first in, first out), and one with no current copy ends nothing
@@ -585,7 +586,8 @@ def _copy_ends(points: DataFrame, keys: list[str], moved: list = ()) -> DataFram
     growing or a single row (linear in an image's points); no lambda."""
     op = F.col("_op")
     points = points.withColumn("_sign", F.when(op == "d", -1).when(op.isin("t", CAP), 0).otherwise(1))
-    atom = Window.partitionBy(*keys, "_sign", F.col("_ord._rank"), F.col("_ord.pos"), F.col("_ord._sub")).orderBy("_src", "_ord")
+    points = with_read_copies(points, keys, F.col("_src") == 1)
+    atom = Window.partitionBy(*keys, "_sign", F.col("_ord._rank"), F.col("_ord.pos"), F.col("_ord._sub"), "_pc").orderBy("_src", "_ord")
     points = points.withColumn("_atom", F.row_number().over(atom)).where(F.col("_atom") == 1)
     by_image = Window.partitionBy(*keys).orderBy("_ord")
     point = F.struct(F.col("_ord._rank").alias("r"), F.col("_ord.pos").alias("p"))
@@ -617,7 +619,7 @@ def _copy_ends(points: DataFrame, keys: list[str], moved: list = ()) -> DataFram
     then = F.lead(F.struct(F.col("_k").alias("k"), F.col("_ends").alias("e"), this.alias("p"))).over(pairs)
     paired = F.when(then["e"] & (then["k"] == F.col("_k")), then["p"])
     ends = F.when(F.col("_one"), F.col("_next")).otherwise(F.coalesce(paired, F.col("_next_seg")))
-    work = ("_sign", "_atom", "_reset", "_seg", "_next_seg", "_next", "_below", "_s", "_ends", "_one", "_k")
+    work = ("_sign", "_atom", "_pc", "_reset", "_seg", "_next_seg", "_next", "_below", "_s", "_ends", "_one", "_k")
     return points.select(*[c for c in points.columns if c not in work], F.when(plus, ends).alias("_nxt"))
 
 

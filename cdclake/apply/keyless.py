@@ -15,9 +15,22 @@ With ``S_k`` the prefix sums of the signs, ``S_0 = 0``, there are ``S_n - min_k 
 
 Exactly once: an atom is known by its image, sign and point (stream rank, position, sub), not
 by its record coordinates, which differ when a change is delivered again (another file, another
-offset), so a re-delivered one counts once. Two identical rows therefore need two positions,
-and they do not always get them; where they share one they count once, as every identical row
-did before: a Debezium snapshot's reads (all at the snapshot's position); Canal, whose ``id``
+offset), so a re-delivered one counts once. A snapshot read from Kafka is the exception
+(:func:`with_read_copies`): a snapshot's reads share its position (a Debezium snapshot's, Canal/DTS
+``INIT``, DataWorks full-load rows, Qlik ``REFRESH``), so identical rows it read are told apart
+by their Kafka offsets: the k-th read of an image at one point among one partition's records
+of the batch (in offset order) is copy k, and so is the k-th of the target's rows and
+remembered atoms of it that came from Kafka. A record delivered again by Kafka has its offset,
+and Kafka's idempotent producer (the default since Kafka 3.0) writes no duplicates; a
+connector that restarts inside its snapshot sends it again from the start at new offsets,
+which in a later batch are occurrences the target has already. Limits: identical rows of one
+snapshot split over two batches (a snapshot bigger than a micro-batch) count as many as the
+larger part; a snapshot sent again in full within the same batch and partition as the first
+(a restart inside it, with no change written meanwhile, so at the same position) counts its
+identical rows twice; reads from files (exports, whose lines may repeat a record) count once
+per image and point, as every identical row did before.
+Two identical streamed rows need two positions, and they do not always get them; where
+they share one they count once, as every identical row did before: Canal, whose ``id``
 is the Canal batch's and ``es`` a whole second, so two single-row statements of one second in
 one Canal batch share ``(es, id, 0)``; DataWorks full-load rows (all ``[-1]``); SharePlex
 without ``seq``; Debezium Oracle without transaction metadata (``scn`` only); positions that
@@ -137,6 +150,23 @@ def after_truncate_sql(op: str, pos: str, by_position: bool, moved_in: list, tru
     return f"struct({rank_of(op, pos, by_position, moved_in)}, {pos}) > struct(1, {_order_sql(truncate)})"
 
 
+def with_read_copies(df: DataFrame, image: list, is_batch: F.Column, op: str = "_op", positive: F.Column | None = None) -> DataFrame:
+    """``df`` (atoms or history points: the image columns ``image``, ``op``, ``_ord`` of
+    :data:`ORDER_TYPE`) with ``_pc``, the part of an atom's identity beyond its image, sign and
+    point: for a snapshot read from Kafka (op ``r``, an offset, and ``positive`` where given)
+    its occurrence among the reads of its image at its point (1, 2 ...; see the module
+    docstring), counted over the batch's records of one partition (``is_batch``; in offset
+    order, a record seen twice is one occurrence) and, apart from them, over the target's own
+    rows and remembered atoms; NULL for every other change, which its point alone identifies.
+    One window over the image's atoms."""
+    o = F.col("_ord")
+    read = (F.col(op) == "r") & o["off"].isNotNull()
+    if positive is not None:
+        read = read & positive
+    w = Window.partitionBy(*image, o["_rank"], o["pos"], is_batch, F.when(is_batch, o["part"]), read).orderBy(o["part"], o["off"])
+    return df.withColumn("_pc", F.when(read, F.dense_rank().over(w)))
+
+
 def _flags(live: bool, kept: bool, img: bool) -> list:
     return [F.lit(live).alias("_live"), F.lit(kept).alias("_kept"), F.lit(img).alias("_img")]
 
@@ -198,14 +228,15 @@ def write_keyless(spark: SparkSession, events: DataFrame, prep: Prepared, delete
     if ((prep.state.delete_position is not None or (plan.moved_into and plan.max_delete is not None))
             and DeltaTable.isDeltaTable(spark, deletes_path)):
         parts.append(of_touched(_remembered(spark, deletes_path, plan.name, columns, by_position, plan.column_history, moved_in)))
-    atoms = reduce(lambda a, b: a.unionByName(b), parts)
+    atoms = with_read_copies(reduce(lambda a, b: a.unionByName(b), parts), ["_k"], ~F.col("_live") & ~F.col("_kept"),
+                             positive=F.col("_sign") == 1)
     if prep.truncate is not None:  # remembered atoms older than the table's truncate are gone with it
         atoms = atoms.where(F.expr(f"{_order_of_change('_ord')} > {truncate_sql(prep.truncate)}"))
     # one atom per image, sign and point (rank, position, sub): a change re-delivered (in
     # another file or at another offset: its record differs), a row and its remembered atom.
     # Its order is its first record's; ``_row_ord`` is the order of the table's row of it
     payload = [*[alias[n] for n in names], "_op", "_pos_text", "_etime"]
-    atoms = atoms.groupBy("_k", "_sign", F.col("_ord._rank").alias("_pr"), F.col("_ord.pos").alias("_pp"), F.col("_ord._sub").alias("_ps")).agg(
+    atoms = atoms.groupBy("_k", "_sign", F.col("_ord._rank").alias("_pr"), F.col("_ord.pos").alias("_pp"), F.col("_ord._sub").alias("_ps"), "_pc").agg(
         F.min("_ord").alias("_ord"),
         F.max(F.when(F.col("_live"), F.col("_ord"))).alias("_row_ord"),
         F.max_by(F.struct(*payload), F.col("_img").cast("int")).alias("w"),

@@ -2,7 +2,8 @@
 
 Where a format carries transaction boundaries (:attr:`cdclake.formats.base.Capabilities.transaction_bounds`:
 Debezium's BEGIN/END records with ``event_count``, Qlik's ``transactionEventCounter`` /
-``transactionLastEvent``, SharePlex's ``seq`` of ``size``; the simulator's canonical events), a
+``transactionLastEvent``, SharePlex's ``seq`` of ``size``, DTS's BEGIN/COMMIT records with the
+changes' ``sourceTxid``; the simulator's canonical events), a
 batch applies only the transactions it holds every change of. The changes of a transaction
 that is still open at the end of the batch are written to ``<target>/_cdclake/held`` and
 applied by the batch that brings the rest, in this run or a later one.
@@ -40,8 +41,7 @@ a reader never sees the row deleted or doubled between the batches that bring th
 by the timeout, a half is applied alone (a lone before half deletes its row, ordered before its
 own position's changes; at once when the half or the batch has no event time, as nothing
 could time it out). Formats whose markers do not carry
-the transaction's id (DataWorks TRANSACTION_BEGIN/END) or whose markers' ids are not documented
-to match their changes' (DTS ``sourceTxid`` on BEGIN/COMMIT) are not held (``transaction_bounds``
+the transaction's id (DataWorks TRANSACTION_BEGIN/END) are not held (``transaction_bounds``
 false; README "Transactions"). No format here marks rolled-back work: MySQL writes only
 committed transactions to the binlog, and a DTS ROLLBACK record ends a transaction whose
 changes to non-transactional tables stayed (see the DTS decoder).

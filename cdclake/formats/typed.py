@@ -158,6 +158,25 @@ def columns_literal(declared: Iterable[dict] | None) -> str:
     return f"cast(array({', '.join(items)}) as array<{struct_type}>)"
 
 
+#: SQL condition, always true, that keeps the projection holding it out of whole-stage code
+#: generation: a ``reflect`` call is a ``CodegenFallback`` expression, and Spark's
+#: ``CollapseCodegenStages`` leaves an operator with one out of its fused stage. Such a
+#: projection is still compiled (``GenerateUnsafeProjection``), and a compiled projection is
+#: split into methods of bounded size, whereas whole-stage code generation inlines every
+#: projection of a stage into one ``processNext`` method: a CASE over many signatures of wide
+#: tables (real Debezium output: a 109-column table, or 6 tables of 76 columns in all) outgrows
+#: the JVM's 64 KB method limit, and Spark then logs the compiler's stack trace and evaluates
+#: the stage interpreted. The call itself costs one reflective call per row.
+_UNFUSED = "reflect('java.lang.String', 'valueOf', true) is not null"
+
+
+def unfused(sql: str) -> str:
+    """SQL: ``sql`` (an expression of any type), evaluated in a compiled projection of its own
+    instead of a whole-stage generated method (see :data:`_UNFUSED`): for the per-signature
+    projections, whose size grows with the batch's signatures and columns."""
+    return f"(case when {_UNFUSED} then {sql} end)"
+
+
 def sig_case(sig_col: str, sigs: Iterable[Sig], value: Callable[[Sig], str], default: str = "null") -> str:
     """SQL: ``CASE <sig_col> WHEN <id> THEN value(sig) ... ELSE default END``."""
     whens = " ".join(f"when {s.id} then {value(s)}" for s in sigs)
@@ -182,24 +201,24 @@ def add_typed_image(
     ``vals[i]`` over the raw image's value array); ``present`` the SQL condition that the image
     exists. Three projections, each a ``CASE`` over the signatures with one plain expression per
     column: raw values, canonical values (one conversion per value), then the map and the bad
-    columns.
+    columns; each is compiled on its own, outside whole-stage code generation (:func:`unfused`).
     """
     raw, canon = f"{out}__raw", f"{out}__canon"
     none = "cast(null as array<string>)"  # the type of every CASE below when a batch has no signature
     df = df.withColumn(
         raw,
-        F.expr(f"case when {present} then {sig_case(sig_col, sigs, lambda s: 'array(' + ', '.join(raw_value(s, i) for i in range(len(s.names))) + ')' if s.names else 'cast(array() as array<string>)', none)} end"),
+        F.expr(unfused(f"case when {present} then {sig_case(sig_col, sigs, lambda s: 'array(' + ', '.join(raw_value(s, i) for i in range(len(s.names))) + ')' if s.names else 'cast(array() as array<string>)', none)} end")),
     )
     df = df.withColumn(
         canon,
-        F.expr(
+        F.expr(unfused(
             sig_case(
                 sig_col,
                 sigs,
                 lambda s: "array(" + ", ".join(c.format(f"{raw}[{i}]") for i, c in enumerate(s.convert)) + ")" if s.names else "cast(array() as array<string>)",
                 none,
             )
-        ),
+        )),
     )
     names = sig_case(sig_col, sigs, lambda s: "array(" + ", ".join(sql_str(n) for n in s.names) + ")" if s.names else "cast(array() as array<string>)", none)
     bad = sig_case(
@@ -214,7 +233,7 @@ def add_typed_image(
     )
     return (
         df.withColumn(out, F.expr(f"case when {raw} is not null then map_from_arrays({names}, {canon}) end"))
-        .withColumn(f"{out}_bad", F.expr(f"case when {raw} is not null then {bad} else cast(array() as array<string>) end"))
+        .withColumn(f"{out}_bad", F.expr(unfused(f"case when {raw} is not null then {bad} else cast(array() as array<string>) end")))
         .drop(raw, canon)
     )
 

@@ -266,11 +266,45 @@ def vsdecimal_hex_sql(v: str) -> str:
 
 def unscaled_digits_sql(h: str, kind: str) -> str:
     """SQL (second pre-projection): the first pre-projection's hex ``h`` read as the unscaled
-    value's digits ('' when unreadable); for ``vsdecimal`` ``<scale>:<digits>``."""
+    value's digits ('' when unreadable); for ``vsdecimal`` ``<scale>:<digits>``. Any length:
+    up to :data:`_SHORT_HEX` hex digits in decimal arithmetic (:func:`unscaled_sql`), longer
+    ones (a PostgreSQL ``numeric`` of more than 36 digits) by :func:`big_unscaled_sql`."""
     if kind == "vsdecimal":
         hx = f"substring_index({h}, ':', -1)"
-        return f"(case when {h} is not null then concat(substring_index({h}, ':', 1), ':', coalesce(cast({unscaled_sql(hx)} as string), '')) end)"
-    return f"(case when {h} is not null then coalesce(cast({unscaled_sql(h)} as string), '') end)"
+        return f"(case when {h} is not null then concat(substring_index({h}, ':', 1), ':', {_digits_text(hx)}) end)"
+    return f"(case when {h} is not null then {_digits_text(h)} end)"
+
+
+#: hex digits (60 bits a chunk, two chunks) read by decimal arithmetic; beyond, by BigInt
+_SHORT_HEX = 30
+
+
+def _digits_text(h: str) -> str:
+    return (f"(case when length({h}) <= {_SHORT_HEX} then coalesce(cast({unscaled_sql(h)} as string), '') "
+            f"else coalesce({big_unscaled_sql(h)}, '') end)")
+
+
+def _plus_one_sql(d: str) -> str:
+    """SQL: the decimal digits ``d`` (no sign) plus one, as text of any length: the digits
+    before the trailing nines, the last of them raised by one, the nines turned to zeros."""
+    parts = r"'^(.*?)([0-8]?)(9*)$'"
+    head, last, nines = (f"regexp_extract({d}, {parts}, {i})" for i in (1, 2, 3))
+    return f"concat({head}, case when {last} = '' then '1' else cast(cast({last} as int) + 1 as string) end, repeat('0', length({nines})))"
+
+
+def big_unscaled_sql(h: str) -> str:
+    """SQL: the signed decimal text of big-endian two's-complement bytes of any length, given as
+    the upper-case hex text ``h`` (NULL when empty or not hex).
+
+    Spark's decimals stop at 38 digits, so the digits come from the JVM's arbitrary-precision
+    integer: ``reflect('scala.math.BigInt', 'apply', hex, 16)`` (a static method of Scala's
+    library, which every Spark JVM has; a SQL expression, no UDF). A negative value
+    (first bit set) is ``-(~x + 1)``: the inverted digits' value plus one, with a minus sign."""
+    neg = f"(substr({h}, 1, 1) >= '8')"
+    inverted = f"translate({h}, '0123456789ABCDEF', 'FEDCBA9876543210')"
+    big = lambda x: f"reflect('scala.math.BigInt', 'apply', {x}, 16)"  # noqa: E731
+    return (f"(case when {h} is null or {h} = '' or {h} rlike '[^0-9A-F]' then null "
+            f"when {neg} then concat('-', {_plus_one_sql(big(inverted))}) else {big(h)} end)")
 
 
 def unscaled_sql(h: str) -> str:

@@ -130,7 +130,9 @@ Mapping to the canonical event:
   (snapshots of old MySQL connectors write ``source.ts_ms = 0``).
 * transactions: ``tx_id = transaction.id``, ``tx_seq = transaction.total_order``; a record of
   the transaction topic -> ``tx_begin``/``tx_end`` with ``tx_id = id``, ``tx_size =
-  event_count`` (END), ``position = [ts_ms]``.
+  event_count`` (END), ``position = [ts_ms]``. A PostgreSQL id ``<txId>:<LSN>`` (Debezium 2.0
+  and later: the LSN differs from record to record of one transaction) is read as its
+  ``txId`` (:func:`tx_id_sql`).
 * schema change -> one ``ddl`` event per ``tableChanges`` element (one event when the list is
   empty), ``ddl`` = the statement text (null for Db2 and SQL Server, whose events carry only
   ``tableChanges``). Table from ``tableChanges[i].id``: three parts are
@@ -150,6 +152,10 @@ Every expression is ANSI-safe (``try_cast``, ``try_add``, range guards before
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
+import uuid
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
@@ -159,7 +165,7 @@ from cdclake.errors import RejectCode
 from cdclake.formats.base import Capabilities, Decoder, DecodeOptions, event_sql, finish, first_error, position_sql
 from cdclake.formats.debezium_json import connect
 from cdclake.formats.json_common import CORRUPT, parse_json
-from cdclake.formats.typed import Sig, add_typed_image, collect_signatures, columns_literal, persist_stage, sig_case
+from cdclake.formats.typed import Sig, add_typed_image, collect_signatures, columns_literal, persist_stage, sig_case, sql_str, unfused
 from cdclake.formats.sqltypes import jdbc_spark_type
 
 NAME = "debezium-json"
@@ -370,6 +376,15 @@ class _Plan:
             return f"(case when {v} like '0000-00-00%' then null else {v} end)"
         return v
 
+    def carried_array(self, forms: str) -> str | None:
+        """SQL: the after image's columns whose value is none of the placeholder ``forms`` (an
+        SQL list ``(v1, v2 ...)``, :func:`placeholder_forms`), in image order."""
+        if not self.names["a"]:
+            return None
+        return "array_compact(array(" + ", ".join(
+            f"case when {self.text('a', i)} in {forms} then null else {sql_str(n)} end" for i, n in enumerate(self.names["a"])
+        ) + "))"
+
     def columns(self) -> str:
         if self.inferred:
             return "array(" + ", ".join(connect.inferred_column_sql(n, f"icls[{u}]") for u, n in enumerate(self.union())) + ")"
@@ -409,7 +424,7 @@ class _By:
 def _arrays(df: DataFrame, cols: dict[str, tuple[_By, callable]]) -> DataFrame:
     """Add one ``array<string>`` column per entry of ``cols`` (name -> (plans by a signature,
     per-plan SQL or None)): a CASE over that signature; NULL for signatures without one."""
-    return df.selectExpr("*", *[f"{by.case(fn, _NULL_STRINGS)} as {name}" for name, (by, fn) in cols.items()])
+    return df.selectExpr("*", *[f"{unfused(by.case(fn, _NULL_STRINGS))} as {name}" for name, (by, fn) in cols.items()])
 
 
 def _ddl_spark_type_sql(c: str) -> str:
@@ -444,6 +459,56 @@ def _jdbc_spark_type_sql(code: str) -> str:
     return f"(case {whens} else 'string' end)"
 
 
+#: a PostgreSQL transaction id as Debezium 2.0 and later write it: ``<txId>:<LSN>``, both decimal
+_PG_TX_ID = r"'^([0-9]+):[0-9]+$'"
+
+
+def tx_id_sql(id_: str) -> str:
+    """SQL: the transaction identity of a Debezium transaction id ``id_`` (``transaction.id`` of
+    a change, ``id`` of a BEGIN/END record), the same for every record of one transaction.
+
+    Debezium's PostgreSQL connector (2.0 and later, ``PostgresTransactionMonitor.adjustTxId``)
+    writes ``<txId>:<LSN of the record>``: each change of a transaction, its BEGIN and its END
+    carry a different id, and only ``txId`` (``source.txId``) is shared; it is taken. No other
+    connector writes two decimal numbers around one colon (MySQL: a GTID ``<uuid>:<n>`` or
+    ``file=...,pos=...``; MariaDB ``<domain>-<server>-<seq>``; SQL Server and Db2: the commit
+    LSN, three hex groups; Oracle: an XID; MongoDB ``<lsid JSON>:<txnNumber>``), and those ids
+    are the same on every record of a transaction: kept as they are. Sources: Debezium
+    3.6.1.Final ``PostgresTransactionMonitor``, ``BinlogOffsetContext.setTransactionId``,
+    ``TransactionMonitor``; its ``TransactionMetadataIT`` ("the <lsn> part differs between the
+    BEGIN, data and END events"); the real connector's output (tests/real)."""
+    return f"(case when {id_} rlike {_PG_TX_ID} then regexp_extract({id_}, {_PG_TX_ID}, 1) else {id_} end)"
+
+
+#: Debezium's default ``unavailable.value.placeholder``
+PLACEHOLDER = "__debezium_unavailable_value"
+#: the ``--option`` naming the connector's own placeholder (Debezium's property name)
+PLACEHOLDER_OPTION = "unavailable.value.placeholder"
+
+
+def placeholder_forms(placeholder: str) -> list[str]:
+    """The texts of an image value (as ``from_json`` reads it into a string) that mean "this
+    column's value is not carried": Debezium writes ``unavailable.value.placeholder`` in place
+    of a value it does not have, above all a PostgreSQL TOASTed (out-of-line) value an update
+    left unchanged under ``REPLICA IDENTITY DEFAULT``, and an Oracle LOB. Per column type
+    (Debezium 3.6.1.Final ``UnchangedToastedPlaceholder``, ``UnchangedToastedArrayPlaceholder``):
+    the text itself (text, json, xml ... columns), its bytes for bytea (base64 as the JSON
+    converter writes bytes, base64-url and hex under ``binary.handling.mode``), a one-element
+    array of it (text arrays, bytea arrays as base64, uuid arrays as the name-based UUID of its
+    bytes), the array of its bytes as numbers (int and bigint arrays), and the map of it to
+    itself (hstore)."""
+    raw = placeholder.encode("utf-8")
+    b64 = base64.b64encode(raw).decode()
+    name_uuid = str(uuid.UUID(bytes=hashlib.md5(raw).digest(), version=3))
+    texts = [
+        placeholder, b64, base64.urlsafe_b64encode(raw).decode(), raw.hex(), raw.hex().upper(),
+        json.dumps([placeholder], separators=(",", ":")), json.dumps([b64], separators=(",", ":")),
+        json.dumps([name_uuid], separators=(",", ":")), json.dumps(list(raw), separators=(",", ":")),
+        json.dumps({placeholder: placeholder}, separators=(",", ":")),
+    ]
+    return list(dict.fromkeys(texts))
+
+
 def _lsn_hi_lo(hexcol: str) -> tuple[str, str]:
     """SQL: (hi, lo) decimals of an LSN's hex digits: lo = the last 16 digits, hi = the rest
     (0 when the LSN is missing or longer than 32 digits, which is a BAD_POSITION)."""
@@ -452,6 +517,57 @@ def _lsn_hi_lo(hexcol: str) -> tuple[str, str]:
     lo = f"coalesce(try_cast(conv(nullif(substr({hexcol}, greatest(length({hexcol}) - 15, 1)), ''), 16, 10) as decimal(38,0)), 0)"
     return hi, lo
 
+
+
+def _typed(df: DataFrame, plans: list[_Plan], forms_sql: str) -> DataFrame:
+    """The parse stage's records (``df``) with their typed images and what depends on their
+    signatures' ``plans``: ``after_img``/``before_img`` (``map<string,string>`` canonical
+    text), ``bad_cols``, ``kv_bad``, ``cols`` (the events' ``columns``), ``carried`` (the after
+    image's columns that carry a value, NULL for all; ``forms_sql`` lists the placeholder
+    texts), ``src``. Records of other signatures get NULL images."""
+    inferred = [p for p in plans if p.inferred]
+    df = df.selectExpr("*", "map_values(after_m) as vals_a", "map_values(before_m) as vals_b")
+    # The images' JSON kinds, from a second parse of the records that need them: those whose
+    # types are inferred, and digits-only Decimal values (a JSON string or a JSON number?)
+    need = sig_case("sig", [p for p in plans if p.need_kinds() != "false"], _Plan.need_kinds, "false")
+    kind_parse = f"""(case when fb then named_struct('before', from_json(fb_before, 'map<string,variant>'),
+                                                    'after', from_json(fb_after, 'map<string,variant>'))
+                           when env then from_json(cast(value as string), '{KIND_ENV}').payload
+                           else from_json(cast(value as string), '{KIND_BARE}') end)"""
+    df = df.selectExpr("*", f"case when {need} then {kind_parse} end as kv")
+    df = df.selectExpr("*", "map_values(kv.after) as kv_a", "map_values(kv.before) as kv_b")
+    by = {w: _By(plans, w) for w in ("sig", "a", "b", "s")}
+    df = _arrays(df, {
+        "hex_a": (by["a"], lambda p: p.hex_array("a")), "hex_b": (by["b"], lambda p: p.hex_array("b")),
+        "kk_a": (by["sig"], lambda p: p.kinds_array("a")), "kk_b": (by["sig"], lambda p: p.kinds_array("b")),
+    })
+    df = _arrays(df, {
+        "uns_a": (by["a"], lambda p: p.unscaled_array("a")), "uns_b": (by["b"], lambda p: p.unscaled_array("b")),
+        "icls": (by["sig"], lambda p: p.class_array()),
+    })
+    for img, out in (("a", "after_img"), ("b", "before_img")):
+        one = by[img].plans
+        df = add_typed_image(
+            df, f"sig_{img}", [p.image_sig(img) for p in one.values()], out,
+            lambda s, i, img=img, one=one: one[s.id].raw(img, i), f"{'after' if img == 'a' else 'before'}_m is not null",
+        )
+    # an image the kinds parse could not read (nested duplicate keys): as unreadable as before
+    kv_bad = sig_case("sig", inferred, lambda p: "((after_m is not null and kv.after is null) or (before_m is not null and kv.before is null))", "false")
+    # Columns carried: all, unless the after image holds the placeholder of a value the
+    # connector does not have (then those columns are left as they are: a partial image)
+    carried = by["a"].case(lambda p: p.carried_array(forms_sql), _NULL_STRINGS)
+    df = df.selectExpr(
+        "*",
+        f"{unfused(f'case when arrays_overlap(vals_a, array{forms_sql}) then {carried} end')} as carried",
+    )
+    df = df.selectExpr(
+        "*",
+        "array_distinct(concat(before_img_bad, after_img_bad)) as bad_cols",
+        f"{kv_bad} as kv_bad",
+        f"{unfused(by['s'].case(_Plan.columns, columns_literal(None)))} as cols",
+        "b.source as src",
+    )
+    return df
 
 
 class DebeziumJsonDecoder(Decoder):
@@ -552,43 +668,9 @@ class DebeziumJsonDecoder(Decoder):
 
         # ---- types: once per signature, on the driver (the Connect schema read by json.loads) ---
         plans = [_plan(r) for r in collect_signatures(df, "sig", SIG_PARTS)]
-        inferred = [p for p in plans if p.inferred]
-
         # ---- typed images: one conversion per column -------------------------------------------
-        df = df.selectExpr("*", "map_values(after_m) as vals_a", "map_values(before_m) as vals_b")
-        # The images' JSON kinds, from a second parse of the records that need them: those whose
-        # types are inferred, and digits-only Decimal values (a JSON string or a JSON number?)
-        need = sig_case("sig", [p for p in plans if p.need_kinds() != "false"], _Plan.need_kinds, "false")
-        kind_parse = f"""(case when fb then named_struct('before', from_json(fb_before, 'map<string,variant>'),
-                                                        'after', from_json(fb_after, 'map<string,variant>'))
-                               when env then from_json(cast(value as string), '{KIND_ENV}').payload
-                               else from_json(cast(value as string), '{KIND_BARE}') end)"""
-        df = df.selectExpr("*", f"case when {need} then {kind_parse} end as kv")
-        df = df.selectExpr("*", "map_values(kv.after) as kv_a", "map_values(kv.before) as kv_b")
-        by = {w: _By(plans, w) for w in ("sig", "a", "b", "s")}
-        df = _arrays(df, {
-            "hex_a": (by["a"], lambda p: p.hex_array("a")), "hex_b": (by["b"], lambda p: p.hex_array("b")),
-            "kk_a": (by["sig"], lambda p: p.kinds_array("a")), "kk_b": (by["sig"], lambda p: p.kinds_array("b")),
-        })
-        df = _arrays(df, {
-            "uns_a": (by["a"], lambda p: p.unscaled_array("a")), "uns_b": (by["b"], lambda p: p.unscaled_array("b")),
-            "icls": (by["sig"], lambda p: p.class_array()),
-        })
-        for img, out in (("a", "after_img"), ("b", "before_img")):
-            one = by[img].plans
-            df = add_typed_image(
-                df, f"sig_{img}", [p.image_sig(img) for p in one.values()], out,
-                lambda s, i, img=img, one=one: one[s.id].raw(img, i), f"{'after' if img == 'a' else 'before'}_m is not null",
-            )
-        # an image the kinds parse could not read (nested duplicate keys): as unreadable as before
-        kv_bad = sig_case("sig", inferred, lambda p: "((after_m is not null and kv.after is null) or (before_m is not null and kv.before is null))", "false")
-        df = df.selectExpr(
-            "*",
-            "array_distinct(concat(before_img_bad, after_img_bad)) as bad_cols",
-            f"{kv_bad} as kv_bad",
-            f"{by['s'].case(_Plan.columns, columns_literal(None))} as cols",
-            "b.source as src",
-        )
+        forms = placeholder_forms(options.extra.get(PLACEHOLDER_OPTION) or PLACEHOLDER)
+        df = _typed(df, plans, "(" + ", ".join(sql_str(f) for f in forms) + ")")
 
         # Position, per connector.
         df = df.selectExpr(
@@ -665,11 +747,12 @@ class DebeziumJsonDecoder(Decoder):
             schema="src.`schema`",
             table="tbl",
             position="pos",
-            tx_id="b.`transaction`.id",
+            tx_id=tx_id_sql("b.`transaction`.id"),
             tx_seq="try_cast(b.`transaction`.total_order as bigint)",
         )
         data_event = event_sql(
-            **data_common, kind="'data'", op="b.op", before="before_img", after="after_img", primary_key="pk", columns="cols"
+            **data_common, kind="'data'", op="b.op", before="before_img", after="after_img", primary_key="pk", columns="cols",
+            present="carried",
         )
         truncate_event = event_sql(**data_common, kind="'data'", op="'t'")
 
@@ -702,7 +785,7 @@ class DebeziumJsonDecoder(Decoder):
                 kind="'ddl'",
                 ddl="ddl_text",
                 position="pos",
-                tx_id="b.`transaction`.id",
+                tx_id=tx_id_sql("b.`transaction`.id"),
             )
             if x is None:
                 return ev
@@ -711,7 +794,7 @@ class DebeziumJsonDecoder(Decoder):
         tx_event = event_sql(
             **common,
             kind="(case when upper(b.status) = 'BEGIN' then 'tx_begin' else 'tx_end' end)",
-            tx_id="b.id",
+            tx_id=tx_id_sql("b.id"),
             tx_size="try_cast(b.event_count as bigint)",
             position=position_sql(["coalesce(ts, 0)"], "concat_ws(' ', concat('tx=', b.id), upper(b.status))"),
         )

@@ -45,7 +45,8 @@ Mapping to the canonical event (one record -> zero or one event):
   statement on a table named by ``objectName``, which is a data event with op ``t`` (DTS has
   no truncate operation: the binlog's statement reaches the stream as a DDL record; its text is
   kept in ``ddl``); BEGIN -> ``tx_begin``; COMMIT ->
-  ``tx_end``; ROLLBACK -> ``tx_end`` as well: a MySQL binlog transaction that ends in ROLLBACK
+  ``tx_end`` (the transaction's changes, which carry the same ``sourceTxid``, are held back
+  until its COMMIT arrives: ``transaction_bounds``); ROLLBACK -> ``tx_end`` as well: a MySQL binlog transaction that ends in ROLLBACK
   is one whose changes to non-transactional tables stayed applied (only such transactions reach
   the binlog), so the changes DTS delivered before it are real and the transaction is over;
   HEARTBEAT -> ``heartbeat``; ABORT, CHECKPOINT, COMMAND, FILL, FINISH, CONTROL, RDB, NOOP
@@ -550,6 +551,10 @@ class DtsAvroDecoder(Decoder):
         column_types="fields[].dataTypeNumber (MySQL type codes) and the value's union branch",
         position="id",
         transactions="sourceTxid; BEGIN / COMMIT (ROLLBACK) records",
+        # BEGIN, the changes and COMMIT of one transaction carry one sourceTxid (the Record
+        # schema's "record transaction id"; seen on a real stream, issue 50): a transaction
+        # that began without its COMMIT in the batch is held back
+        transaction_bounds=True,
         ddl=True,
         heartbeats=True,
         snapshot_marker="operation INIT",
