@@ -102,6 +102,8 @@ def cast_sql(value: str, spark_type: str) -> str:
     t = spark_type.lower()
     if t == "binary":
         return f"try_to_binary({value}, 'base64')"
+    if t.startswith("array<"):  # canonical text of an array: its JSON text
+        return f"from_json({value}, '{t}')"
     if t == "string":
         return value
     return f"try_cast({value} as {spark_type})"

@@ -134,6 +134,24 @@ def decimal_spark_type(precision: int | None, scale: int) -> str:
     return f"decimal({max(p, scale)},{scale})"
 
 
+#: Connect types of array items kept as a Spark array: the element as it is on the wire
+_ARRAY_ITEMS = {"int8": "int", "int16": "int", "int32": "int", "int64": "bigint", "float": "float", "float32": "float",
+                "double": "double", "float64": "double", "boolean": "boolean", "string": "string"}
+
+
+def array_spark_type(items) -> str:
+    """The Spark type of a Connect ``array`` column whose item schema is ``items``: an array of
+    the item's type when the item is a plain number, boolean or string (PostgreSQL ``int[]``,
+    ``bigint[]``, ``text[]``, ``varchar[]`` ..., whose JSON values are the elements as they
+    are); else ``string`` holding the array's JSON text (items of a logical type, such as a
+    ``numeric[]``'s VariableScaleDecimal structs or a ``date[]``'s day numbers, would need a
+    conversion per element)."""
+    if not isinstance(items, dict) or items.get("name") is not None:
+        return "string"
+    elem = _ARRAY_ITEMS.get(_text(items.get("type")) or "")
+    return f"array<{elem}>" if elem else "string"
+
+
 def connect_columns(schema_text: str | None) -> list[dict] | None:
     """The column declarations of an envelope's Kafka Connect schema: one dict per field of its
     ``after`` struct (else ``before``) with COLUMN_SCHEMA's keys plus ``kind`` (the wire
@@ -176,7 +194,11 @@ def connect_columns(schema_text: str | None) -> list[dict] | None:
             precision = _int(params.get("connect.decimal.precision"))
             scale = _int(params.get("scale"))
             scale = 0 if scale is None else scale
-        spark_type = decimal_spark_type(precision, scale) if kind == "decimal" else SPARK_BY_KIND.get(kind, "string")
+        if (ctype or "").lower() == "array" and logical is None:
+            spark_type = array_spark_type(f.get("items"))
+            kind = "array" if spark_type != "string" else "string"
+        else:
+            spark_type = decimal_spark_type(precision, scale) if kind == "decimal" else SPARK_BY_KIND.get(kind, "string")
         out.append(dict(name=name, source_type=logical if logical is not None else ctype, spark_type=spark_type,
                         precision=precision, scale=scale, nullable=_bool(f.get("optional")), kind=kind))
     return out
@@ -395,6 +417,9 @@ def wire_sql(col: dict | None, pre: str | None = None) -> str:
         return f"cast(try_cast({v} as {kind}) as string)"
     if kind == "boolean":
         return canonical_sql(v, 'boolean')
+    if kind == "array":
+        # the array's JSON text as it is, when it reads as the Spark array type
+        return f"(case when from_json({v}, {sql_str(spark_type)}) is not null then {v} end)"
     if kind == "binary":
         stripped = f"regexp_replace({v}, '\\\\s', '')"
         return f"(case when try_to_binary({stripped}, 'base64') is not null then {stripped} end)"

@@ -67,12 +67,17 @@ Mapping to the canonical event:
   org.apache.kafka.connect.data.Decimal        decimal(p,s)    base64 big-endian two's-complement
                                                (p = connect.   unscaled bytes -> unscaled / 10^s,
                                                decimal.        exact (byte arithmetic in
-                                               precision, 38   decimal(38,0)); a JSON number (as
-                                               when absent;    some producers write it) is taken
-                                               string if >38)  as is (exponent form expanded)
+                                               precision, 38   decimal arithmetic up to 30 hex
+                                               when absent;    digits, Scala's BigInt beyond: any
+                                               string if >38)  length); a JSON number (as some
+                                                               producers write it) is taken as is
+                                                               (exponent form expanded)
   io.debezium.data.VariableScaleDecimal        string          {"scale", "value": base64} -> exact
-                                                               decimal text; string because the
-                                                               scale differs from value to value
+                                                               decimal text of any length; string
+                                                               because the scale differs from
+                                                               value to value (PostgreSQL
+                                                               ``numeric`` without a scale); a
+                                                               NaN arrives as null
   io.debezium.time.Date, connect.data.Date     date            int32 days since 1970-01-01
   io.debezium.time.Timestamp,                  timestamp       int64 ms since epoch (UTC)
   org.apache.kafka.connect.data.Timestamp
@@ -94,8 +99,19 @@ Mapping to the canonical event:
   bytes (also io.debezium.data.Bits)           binary          base64 text (already canonical)
   string (Json, Enum, EnumSet, Xml, Uuid,      string
   ZonedTime ...)
-  struct / array / map (geometry ...)          string          the value's JSON text
+  array of int8..int64, float, double,         array<int>,     the JSON array as it is
+  boolean, string (no logical name)            array<bigint>,
+                                               ... array<string>
+  struct / map / other arrays (geometry,       string          the value's JSON text
+  numeric[] ...)
   ===========================================  ==============  ===================================
+
+  The unavailable-value placeholder (``unavailable.value.placeholder``, default
+  ``__debezium_unavailable_value``; ``--option unavailable.value.placeholder=...`` names the
+  connector's own) in the after image, in any of the forms :func:`placeholder_forms` lists,
+  means the column is not carried: the event's ``present`` leaves it out, and the applier
+  keeps the value it has (a PostgreSQL TOASTed value an update left unchanged under
+  ``REPLICA IDENTITY DEFAULT``; an Oracle LOB).
 
   Without the envelope the type of each column is inferred per record from the JSON value kind
   (``after`` first, then ``before``): integral number -> bigint (beyond the bigint range
