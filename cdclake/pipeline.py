@@ -20,11 +20,11 @@ from pyspark.sql import functions as F
 from cdclake import formats, targets
 from cdclake.apply import audit, transactions
 from cdclake.apply.batch import apply_batch, table_path  # noqa: F401  (table_path: public helper)
-from cdclake.apply.delta_table import ApplyResult
+from cdclake.apply.delta_table import ApplyResult, source_columns
 from cdclake.apply.plan import plan_batch
 from cdclake.apply.renames import keys_through_renames
 from cdclake.errors import CdclakeError, RejectCode
-from cdclake.formats.base import Decoder, DecodeOptions, Limits
+from cdclake.formats.base import Decoder, DecodeOptions, Limits, TargetTable
 from cdclake.formats.typed import batch_scope
 from cdclake.sources.files import resolve_inputs
 
@@ -194,6 +194,21 @@ def detect_format(files: list[str], sample_size: int = 20) -> Decoder:
     return formats.get(winners[0])
 
 
+def _target_tables(spark: SparkSession, target: str, progress: audit.Progress):
+    """:attr:`DecodeOptions.target_tables` of ``target``: each table read on the driver (its
+    Delta log and the progress the batch read) the first time a decoder asks for it."""
+    seen: dict[str, TargetTable | None] = {}
+
+    def lookup(name: str) -> TargetTable | None:
+        if name not in seen:
+            columns = source_columns(spark, table_path(target, name))
+            last = progress.last_order(name)
+            seen[name] = None if columns is None else TargetTable(tuple(columns), None if last is None else tuple(last))
+        return seen[name]
+
+    return lookup
+
+
 def ingest_batch(
     spark: SparkSession,
     raw: DataFrame,
@@ -222,6 +237,8 @@ def ingest_batch(
     """
     summary = IngestSummary(decoder.name)
     audit.check_layout(target, spark)
+    progress = audit.read_progress(spark, target)
+    options = replace(options, target_tables=_target_tables(spark, target, progress))
     kept = None
     if decoder.keeps_context:  # records of earlier batches the decoder consults (Qlik metadata)
         kept = audit.read_context(spark, target, decoder.name)
@@ -250,7 +267,6 @@ def ingest_batch(
         ).persist(StorageLevel.MEMORY_AND_DISK)
         hold = None
         try:
-            progress = audit.read_progress(spark, target)
             held_version = progress.held_version()
             # a key configured for a table goes on with its renames (cdclake.apply.renames)
             keys = keys_through_renames(options.primary_keys, progress.table_states())

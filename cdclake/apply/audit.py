@@ -321,6 +321,12 @@ class Progress:
         v = row.get("changelog_version")
         return None if v is None else int(v)
 
+    def last_order(self, table: str) -> list | None:
+        """The greatest position order (``position.order``) applied to ``table`` (its data and
+        DDL events, over all sources); None when none is known."""
+        return next((list(r["last_position"]) for r in self.rows if r["source"] is None and r["table"] == table
+                     and r["last_position"] is not None), None)
+
     def changelog_cut(self) -> "ChangelogCut | None":
         """What earlier batches applied, as the transaction gate reads it to tell a re-delivered
         piece of an applied transaction (:func:`cdclake.apply.transactions.gate`): the changelog's

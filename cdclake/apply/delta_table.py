@@ -731,6 +731,26 @@ def latest_version(spark: SparkSession, path: str | None = None, table: DeltaTab
     return int(table.history(1).select("version").first()[0])
 
 
+def source_columns(spark: SparkSession, path: str) -> list[tuple[str, str]] | None:
+    """The source columns (``_cdc_`` ones left out) of the Delta table at ``path``, in its
+    order, as ``(name, DataType.simpleString)``; None when there is no Delta table there.
+    Read by the driver from the table's log (``DeltaLog.update``, as :func:`latest_version`: no
+    Spark job), else from a read of the table's schema."""
+    schema = None
+    try:
+        jvm = spark._jvm
+        none = jvm.scala.Option.apply(None)
+        snapshot = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path).update(False, none, none)
+        if snapshot.version() < 0:
+            return None
+        schema = ST.StructType.fromJson(json.loads(snapshot.schema().json()))
+    except (AttributeError, Py4JError):
+        if not DeltaTable.isDeltaTable(spark, path):
+            return None
+        schema = spark.read.format("delta").load(path).schema
+    return [(f.name, f.dataType.simpleString()) for f in schema.fields if not f.name.startswith("_cdc_")]
+
+
 def _count_rows(spark: SparkSession, prep: Prepared) -> None:
     """Set the result's ``rows_now`` (counted again when the row count before is unknown) and,
     after a schema change, its ``schema`` and ``schema_version``."""

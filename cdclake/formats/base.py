@@ -12,6 +12,7 @@ touches rows.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame
@@ -86,6 +87,10 @@ class DecodeOptions:
     snapshot_ends: ``--snapshot-removes-missing``: a decoder whose format marks the end of a
         table's full snapshot (Debezium) adds a :attr:`cdclake.model.Kind.SNAPSHOT_END` event
         after the table's last snapshot row; without it no decoder emits one.
+    target_tables: what the target holds of a table, by its qualified name
+        (:func:`cdclake.model.qualified_name`): a :class:`TargetTable`, or None for a table the
+        target does not have. Read on the driver when asked (the ingest passes it); None: no
+        target (``convert``, tests of a decoder alone).
     """
 
     primary_keys: dict[str, list[str]] = field(default_factory=dict)
@@ -94,6 +99,21 @@ class DecodeOptions:
     context: DataFrame | None = None
     limits: Limits = field(default_factory=Limits)
     snapshot_ends: bool = False
+    target_tables: Callable[[str], TargetTable | None] | None = None
+
+
+@dataclass(frozen=True)
+class TargetTable:
+    """What a target holds of one table, for a decoder that reads its changes against it.
+
+    columns: the source columns (``_cdc_`` ones left out) in the table's order, as ``(name,
+        Spark type)`` (``DataType.simpleString``: ``int``, ``decimal(12,2)``, ``array<int>``).
+    last_order: the greatest ``position.order`` applied to the table (its data and DDL events,
+        over all sources), or None when unknown.
+    """
+
+    columns: tuple[tuple[str, str], ...]
+    last_order: tuple | None
 
 
 class Decoder(ABC):

@@ -257,11 +257,12 @@ def image_struct_sql(sig_col: str, sigs: list[Sig], raw_value: Callable[[Sig, in
     return sig_case(sig_col, sigs, one, "cast(null as struct<img: map<string,string>, bad: array<string>>)")
 
 
-def collect_signatures(df: DataFrame, sig_col: str, parts: list[str]) -> list:
+def collect_signatures(df: DataFrame, sig_col: str, parts: list[str], extra: dict[str, F.Column] | None = None) -> list:
     """The distinct signatures of ``df`` (rows with ``sig_col`` not null): one row per
     signature with ``sig`` and ``lo``, the struct of the ``parts`` (column names or SQL
-    expressions, fields ``p0``, ``p1`` ...) it was hashed from. One small aggregate
-    (``first`` per signature; a second, independent hash of the parts detects collisions).
+    expressions, fields ``p0``, ``p1`` ...) it was hashed from, and one field per entry of
+    ``extra`` (name -> an aggregate over the signature's rows). One small aggregate (``first``
+    per signature; a second, independent hash of the parts detects collisions).
 
     Raises:
         RuntimeError: two different parts share a hash (a 64-bit collision; never seen).
@@ -271,7 +272,8 @@ def collect_signatures(df: DataFrame, sig_col: str, parts: list[str]) -> list:
     rows = (
         df.where(F.col(sig_col).isNotNull())
         .groupBy(F.col(sig_col).alias("sig"))
-        .agg(F.first(F.struct(*exprs)).alias("lo"), F.min(check).alias("h0"), F.max(check).alias("h1"))
+        .agg(F.first(F.struct(*exprs)).alias("lo"), F.min(check).alias("h0"), F.max(check).alias("h1"),
+             *[agg.alias(name) for name, agg in (extra or {}).items()])
         .collect()
     )
     for r in rows:

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Callable
 
+from tests.readers import has_column_mapping
+
 #: Debezium's MicroDuration: a month is 365.25 / 12 days (``io.debezium.time.MicroDuration``)
 DAYS_PER_MONTH = 365.25 / 12
 
@@ -251,12 +253,18 @@ def database_rows(conn, schema: str, table: str) -> tuple[list[tuple[str, str]],
 
 def target_rows(path, columns: list[tuple[str, str]]) -> tuple[list[str], list[dict]]:
     """The target table's source columns (every column but ``_cdc_*``, in the table's order) and
-    its rows, read with delta-rs, as :func:`database_rows` gives them for the database's
-    ``columns``; a column the database does not have is read as it is."""
-    from deltalake import DeltaTable
+    its rows, read with delta-rs (through its SQL ``QueryBuilder`` once a column was renamed or
+    dropped: :func:`tests.readers.delta_rs_rows` says why), as :func:`database_rows` gives them
+    for the database's ``columns``; a column the database does not have is read as it is."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, QueryBuilder
 
     types = dict(columns)
-    table = DeltaTable(str(path)).to_pyarrow_table()
+    dt_ = DeltaTable(str(path))
+    if has_column_mapping(path):
+        table = pa.table(QueryBuilder().register("t", dt_).execute("select * from t").read_all())
+    else:
+        table = dt_.to_pyarrow_table()
     names = [n for n in table.column_names if not n.startswith("_cdc_")]
     out = []
     for r in table.select(names).to_pylist():

@@ -180,9 +180,11 @@ from pyspark.sql import functions as F
 from cdclake.errors import RejectCode
 from cdclake.formats.base import Capabilities, Decoder, DecodeOptions, event_sql, finish, first_error, position_sql
 from cdclake.formats.debezium_json import connect
+from cdclake.formats.debezium_json.inferred import column_changes, ddl_text
 from cdclake.formats.json_common import CORRUPT, parse_json
 from cdclake.formats.typed import Sig, add_typed_image, collect_signatures, columns_literal, persist_stage, sig_case, sql_str, unfused
 from cdclake.formats.sqltypes import jdbc_spark_type
+from cdclake.model import qualified_name
 
 NAME = "debezium-json"
 
@@ -586,6 +588,75 @@ def _typed(df: DataFrame, plans: list[_Plan], forms_sql: str) -> DataFrame:
     return df
 
 
+#: SQL: a PostgreSQL change's ``position.order`` (``lsn``, ``total_order``), read from the
+#: payload (``b``) as the position below reads it
+_PG_ORDER = ("array(coalesce(try_cast(b.source.lsn as decimal(38,0)), 0), "
+             "coalesce(try_cast(b.`transaction`.total_order as decimal(38,0)), 0))")
+
+
+@dataclass(frozen=True)
+class _InferredDdl:
+    """Column DDL statements the data shows: they happen just before the change at ``order``
+    (a ``position.order``) of the records of schema signature ``sig_s``."""
+
+    sig_s: int
+    order: tuple
+    statements: tuple[str, ...]
+
+
+def _column_ddl(rows, plans: dict, target_tables) -> list[_InferredDdl]:
+    """The column DDL that the batch's PostgreSQL changes show (Debezium's PostgreSQL connector
+    writes no schema-change events; :mod:`cdclake.formats.debezium_json.inferred`): per table,
+    its distinct column lists (one per Connect schema, from the signature rows ``rows`` with
+    their ``first``/``last`` position order and ``ident``) in position order, each compared with
+    the one before it, the first with the target's table (``target_tables``) when the target
+    has applied nothing of the table at or after it. A table whose column lists' positions
+    overlap (a change of an older schema after one of a newer) shows nothing certain: none."""
+    by_table: dict[tuple, dict[int, list]] = {}
+    for r in rows:
+        p = plans[r["sig"]]
+        if r["first"] is None or p.inferred or p.ids["s"] is None:
+            continue
+        ident = tuple(r["ident"])
+        cols = tuple((c["name"], c["spark_type"]) for c in p.declared)
+        d = by_table.setdefault(ident, {}).setdefault(p.ids["s"], [cols, r["first"], r["last"]])
+        d[1], d[2] = min(d[1], r["first"], key=tuple), max(d[2], r["last"], key=tuple)
+    out = []
+    for (db, schema, table), decls in by_table.items():
+        seq = sorted(([s, *d] for s, d in decls.items()), key=lambda x: tuple(x[2]))
+        if any(tuple(a[3]) >= tuple(b[2]) for a, b in zip(seq, seq[1:])):
+            continue
+        known = target_tables(qualified_name(db, schema, table)) if target_tables and table else None
+        prev = None
+        if known is not None and known.last_order is not None and tuple(known.last_order) < tuple(seq[0][2]):
+            prev = known.columns
+        for sig_s, cols, first, _last in seq:
+            if prev is not None:
+                changes = column_changes(prev, cols)
+                if changes:
+                    out.append(_InferredDdl(sig_s, tuple(first), tuple(ddl_text(table, c) for c in changes)))
+            prev = cols
+    return out
+
+
+def _order_literal(order) -> str:
+    return "array(" + ", ".join(f"cast({int(v)} as decimal(38,0))" for v in order) + ")"
+
+
+def _inferred_event(d: _InferredDdl, i: int, common: dict) -> str:
+    """SQL: the ``i``-th DDL event of ``d``: at ``d.order`` with its last element one less and
+    ``i`` appended, between the change before it (of the old schema: a PostgreSQL change's LSN
+    differs from the one before it, and changes of one statement share a schema) and the change
+    at ``d.order``."""
+    order = [int(v) for v in d.order]
+    point = [*order[:-1], order[-1] - 1, i]
+    text = f"concat('lsn=', {order[0]}, ' (before: columns changed)')"
+    return event_sql(
+        **common, database="src.db", schema="src.`schema`", table="tbl", kind="'ddl'", ddl=sql_str(d.statements[i]),
+        position=position_sql([str(v) for v in point], text), columns="cols",
+    )
+
+
 class DebeziumJsonDecoder(Decoder):
     """Debezium change events as JSON; see the module docstring for the mapping."""
 
@@ -674,16 +745,24 @@ class DebeziumJsonDecoder(Decoder):
             f"case when sig is not null then {_IMAGE_SIG.format(m='after_m', tag=1)} end as sig_a",
             f"case when sig is not null then {_IMAGE_SIG.format(m='before_m', tag=2)} end as sig_b",
             f"{_SCHEMA_SIG} as sig_s",
+            # a PostgreSQL change's position order (as ``pos`` below): where its schema was seen
+            f"case when sig_schema is not null and lower(b.source.connector) = 'postgresql' then {_PG_ORDER} end as pg_order",
         )
         keep = [
             "source_record", "key", "value", "parse_error", "parse_message", "rt", "env", "fb", "b", "ts", "event_time",
             "ddl_text", "tc", "db_name", "schema_name", "after_m", "before_m", "after_p", "before_p", "fb_after",
-            "fb_before", "sig_schema", "sig", "sig_a", "sig_b", "sig_s",
+            "fb_before", "sig_schema", "sig", "sig_a", "sig_b", "sig_s", "pg_order",
         ]
         df = persist_stage(df.select(*keep))
 
         # ---- types: once per signature, on the driver (the Connect schema read by json.loads) ---
-        plans = [_plan(r) for r in collect_signatures(df, "sig", SIG_PARTS)]
+        rows = collect_signatures(df, "sig", SIG_PARTS, {
+            "first": F.min("pg_order"), "last": F.max("pg_order"),
+            "ident": F.first(F.expr("named_struct('db', b.source.db, 'schema', b.source.`schema`, 'table', coalesce(b.source.`table`, b.source.collection))")),
+        })
+        plans = [_plan(r) for r in rows]
+        # ---- column DDL seen only in the data (PostgreSQL), on the driver ------------------------
+        column_ddl = _column_ddl(rows, {p.id: p for p in plans}, options.target_tables)
         # ---- typed images: one conversion per column -------------------------------------------
         forms = placeholder_forms(options.extra.get(PLACEHOLDER_OPTION) or PLACEHOLDER)
         df = _typed(df, plans, "(" + ", ".join(sql_str(f) for f in forms) + ")")
@@ -827,9 +906,18 @@ class DebeziumJsonDecoder(Decoder):
             if options.snapshot_ends else ""
         )
 
+        # a PostgreSQL change whose columns differ from its table's before it: the DDL first
+        inferred = "".join(
+            f"""when rt = 'data' and sig_s = {d.sig_s} and pg_order = {_order_literal(d.order)}
+                 then array({", ".join(_inferred_event(d, i, common) for i in range(len(d.statements)))}, {data_event})
+            """
+            for d in column_ddl
+        )
+
         events = F.expr(
             f"""case
               {ends}
+              {inferred}
               when rt = 'data' then array({data_event})
               when rt = 'truncate' then array({truncate_event})
               when rt = 'ddl' and size(tc) > 0 then transform(tc, x -> {ddl_event('x')})
