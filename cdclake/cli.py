@@ -372,6 +372,7 @@ def _status(args) -> int:
         raise CdclakeError("INPUT_NOT_FOUND", f"{args.target} is not a cdclake target (no {LAYOUT_FILE})")
     from cdclake.spark import get_spark
     from cdclake.status import target_status
+    from cdclake.stream import held_age
 
     st = target_status(get_spark(master=args.master), args.target)
     if args.json:
@@ -391,11 +392,28 @@ def _status(args) -> int:
         console.print(_shown(f"heartbeat {h['source']}: {_utc(h['last_heartbeat_ms'])}"))
     held = f" ({st['held_events']} events, oldest held since {_utc(st['held_since_ms'])})" if st["held_transactions"] else ""
     console.print(f"transactions held back: {st['held_transactions']}{held}")
+    if st["held"]:
+        h = Table(title="held back: each open transaction, and what it waits for")
+        for col in ("transaction", "tables", "changes", "waits for", "held since (UTC)", "age"):
+            h.add_column(col, justify="right" if col == "changes" else "left", overflow="fold")
+        for x in st["held"]:
+            h.add_row(_shown(str(x["tx_id"])), _shown(", ".join(x["tables"])) or "(none)", str(x["changes"]), _waits_for(x),
+                      _utc(x["held_since_ms"]), held_age(x["held_since_ms"]).removeprefix("held "))
+        console.print(h)
     if st["timed_out_transactions"]:
         console.print(f"transactions given up by the timeout (applied as they were): {st['timed_out_transactions']}")
     rejects = ", ".join(f"{k}={v}" for k, v in st["rejects"].items()) or "none"
     print(f"rejects: {rejects}")
     return 0
+
+
+def _waits_for(x: dict) -> str:
+    """What a held transaction (:func:`cdclake.apply.transactions.held_transactions`) waits for."""
+    if x["changes"] == 0:
+        return "its changes (a marker that matched no change)"
+    if x["size"] is not None:
+        return f"{x['size'] - x['changes']} more of {x['size']} changes"
+    return "its END / COMMIT" if x["begun"] or not x["ended"] else "the rest"
 
 
 def _shown(name: str):
@@ -418,12 +436,9 @@ def _utc(ms) -> str:
 
 
 def _lag(ms) -> str:
-    if ms is None:
-        return ""
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000)):
-        if ms >= 2 * size:
-            return f"{ms / size:.1f} {unit}"
-    return f"{ms / 1000:.1f} s"
+    from cdclake.stream import duration_text
+
+    return duration_text(ms)
 
 
 def _tx_timeout(args) -> int:
@@ -439,6 +454,8 @@ def _tx_timeout(args) -> int:
 
 def _print_summary(s, quiet: bool) -> None:
     from rich.table import Table
+
+    from cdclake.stream import held_age
 
     console = _console()
     if not quiet:
@@ -466,7 +483,8 @@ def _print_summary(s, quiet: bool) -> None:
             print(f"table failed: {_shown(r.table)}: {r.failed_events} events sent to the rejects table ({_shown(r.failed)})")
     print(f"records in: {s.records_in}  decoded: {s.decoded}  rejected: {s.rejected}  events: {s.events}")
     if s.held_transactions:
-        print(f"held back: {s.held_transactions} open transaction(s), {s.held_events} event(s), applied when the rest arrives")
+        print(f"held back: {s.held_transactions} open transaction(s), {s.held_events} event(s), oldest {held_age(s.held_since_ms)}; "
+              "applied when the rest arrives (cdclake status lists them)")
     if s.timed_out_transactions:
         print(f"given up by the timeout: {s.timed_out_transactions} open transaction(s) applied as they were (--transaction-timeout-ms)")
     if s.redelivered_transactions:

@@ -74,6 +74,8 @@ class IngestSummary:
     #: open transactions held back after the batch, and their events (:mod:`cdclake.apply.transactions`)
     held_transactions: int = 0
     held_events: int = 0
+    #: when the oldest event still held was first held (ms since epoch; None: nothing held)
+    held_since_ms: int | None = None
     #: open transactions given up by the timeout in this run (their events applied as they were)
     timed_out_transactions: int = 0
     #: re-delivered pieces of transactions applied before, applied again at once in this run
@@ -87,7 +89,8 @@ class IngestSummary:
         for k, v in other.reject_codes.items():
             self.reject_codes[k] = self.reject_codes.get(k, 0) + v
         self.tables.extend(other.tables)
-        self.held_transactions, self.held_events = other.held_transactions, other.held_events  # the latest batch's
+        # the latest batch's
+        self.held_transactions, self.held_events, self.held_since_ms = other.held_transactions, other.held_events, other.held_since_ms
         self.timed_out_transactions += other.timed_out_transactions
         self.redelivered_transactions += other.redelivered_transactions
 
@@ -301,6 +304,7 @@ def ingest_batch(
         reject_task = [lambda: audit.write_rejects(flat.where(F.col("error_code").isNotNull()), decoder.name, target, txn)]
         if hold is not None:
             summary.held_transactions, summary.held_events = hold.transactions, hold.held_events
+            summary.held_since_ms = hold.held_since_ms if hold.transactions else None
             summary.timed_out_transactions = hold.timed_out
             summary.redelivered_transactions = hold.redelivered
         if summary.events == 0 and not (hold is not None and hold.changed):

@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from cdclake import targets
-from cdclake.apply import audit
+from cdclake.apply import audit, transactions
 from cdclake.apply.plan import order_key
 from cdclake.errors import CdclakeError
 
@@ -28,7 +28,8 @@ def target_status(spark: SparkSession, target: str) -> dict:
           "lag_ms", "updated_at_ms", "delta_version", "sources"}], "heartbeats": [{"source", "last_heartbeat_ms"}],
          "rejects": {code: count}, "rejected": int, "held_transactions": int, "held_events": int,
          "held_since_ms": int or None, "timed_out_transactions": int (given up by the timeout, all
-         batches)}
+         batches), "held": [one dict per held transaction: see
+         :func:`cdclake.apply.transactions.held_transactions`]}
 
     Raises:
         CdclakeError(INPUT_NOT_FOUND): ``target`` is not a folder that cdclake wrote.
@@ -87,4 +88,6 @@ def target_status(spark: SparkSession, target: str) -> dict:
         "held_events": held["held_events"],
         "held_since_ms": held["held_since_ms"],
         "timed_out_transactions": held["timed_out_transactions"],
+        "held": ([] if not held["held_events"] else
+                 transactions.held_transactions(transactions.read_held(spark, root, held["held_version"]))),
     }

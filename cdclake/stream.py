@@ -83,6 +83,23 @@ class StreamSummary:
     stopped_by_signal: bool = False
 
 
+def duration_text(ms: float | None) -> str:
+    """A duration (ms) for a person: ``42.0 s``, ``3.5 min``, ``2.0 h``, ``3.0 d`` ('' when None)."""
+    if ms is None:
+        return ""
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000)):
+        if ms >= 2 * size:
+            return f"{ms / size:.1f} {unit}"
+    return f"{ms / 1000:.1f} s"
+
+
+def held_age(since_ms: int | None, now_ms: int | None = None) -> str:
+    """``held <duration>`` since ``since_ms`` (ms since epoch; ``held`` alone when not known)."""
+    if since_ms is None:
+        return "held"
+    return "held " + duration_text(max(0, (time.time() * 1000 if now_ms is None else now_ms) - since_ms))
+
+
 def run_stream(spark: SparkSession, config: StreamConfig, out=None) -> StreamSummary:
     """Run the streaming ingest of ``config`` until the topics are drained (``available_now``)
     or the process is told to stop (SIGTERM, SIGINT); one line per applied micro-batch to the
@@ -126,7 +143,11 @@ def run_stream(spark: SparkSession, config: StreamConfig, out=None) -> StreamSum
         summary.batches += 1
         rate = s.events / seconds if seconds > 0 else 0.0
         rejects = "" if not s.reject_codes else "  rejects: " + ", ".join(f"{k}={v}" for k, v in sorted(s.reject_codes.items()))
-        lines.hold(int(batch_id), f"batch {batch_id}: {s.records_in} records, {s.events} events, {len(tables)} tables, {seconds:.1f} s, {rate:.0f} events/s{rejects}")
+        held = "" if not s.held_transactions else (
+            f"  held back: {s.held_transactions} open transaction(s), {s.held_events} event(s), oldest "
+            f"{held_age(s.held_since_ms)} (cdclake status lists them)")
+        lines.hold(int(batch_id), f"batch {batch_id}: {s.records_in} records, {s.events} events, {len(tables)} tables, "
+                                  f"{seconds:.1f} s, {rate:.0f} events/s{rejects}{held}")
 
     if (config.kafka is None) == (config.input_dir is None):
         raise CdclakeError("BAD_OPTION", "a stream reads Kafka topics or a folder: give one of them")
@@ -172,6 +193,11 @@ def run_stream(spark: SparkSession, config: StreamConfig, out=None) -> StreamSum
         if error is not None and not summary.stopped_by_signal:
             raise CdclakeError("STREAM_FAILED", f"the streaming query failed: {_first_line(str(error))}")
     finally:
+        # the query's last event reaches the listener before it is removed: the JVM's listener
+        # bus delivers events on a thread of its own, and one delivered to a Python listener
+        # after its removal (or after this process let go of it) is logged as an ERROR
+        if query_id.get("id"):
+            listener.terminated.wait(5.0)
         spark.streams.removeListener(listener)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -248,7 +274,8 @@ class _BatchLines:
 def _listener(query_id: dict, lines: _BatchLines):
     """A Structured Streaming listener that completes the line of each batch of the query whose
     id is ``query_id["id"]`` with its source partitions' end offsets and lags (idle progress events are
-    ignored)."""
+    ignored); its ``terminated`` (a ``threading.Event``) is set when the query's termination
+    event reached it."""
     from pyspark.sql.streaming import StreamingQueryListener
 
     class Listener(StreamingQueryListener):
@@ -268,9 +295,13 @@ def _listener(query_id: dict, lines: _BatchLines):
             pass
 
         def onQueryTerminated(self, event):
-            pass
+            if str(event.id) == query_id.get("id"):
+                terminated.set()
 
-    return Listener()
+    terminated = threading.Event()
+    listener = Listener()
+    listener.terminated = terminated
+    return listener
 
 
 def _offsets(end: str | None, latest: str | None) -> list[str]:

@@ -142,6 +142,33 @@ def read_held(spark: SparkSession, target: str, version: int) -> DataFrame:
     return spark.read.format("delta").option("versionAsOf", version).load(f"{target}/{HELD}")
 
 
+def held_transactions(held: DataFrame) -> list[dict]:
+    """What each transaction of the held table ``held`` (:func:`read_held`) still waits for,
+    one dict per transaction id (oldest held first): ``tx_id``; ``tables`` (qualified names);
+    ``changes`` (data and DDL events held) and ``size`` (the changes its END or SharePlex size
+    announced, None when not known); ``begun``/``ended`` (its BEGIN / END marker is held);
+    ``held_since_ms`` (when its first event was held) and ``last_event_time_ms``. A transaction
+    with markers and no change (``changes`` 0) is an END or BEGIN that matched no change; one
+    with changes and no ``ended``, changes that no marker closed yet. One small aggregate."""
+    change = F.col("kind").isin("data", "ddl")
+    name = F.concat_ws(".", "database", "schema", "table")
+    rows = (
+        held.groupBy("tx_id")
+        .agg(
+            F.sort_array(F.collect_set(F.when(change, name))).alias("tables"),
+            F.count_if(change).alias("changes"),
+            F.max("tx_size").alias("size"),
+            F.bool_or(F.col("kind") == "tx_begin").alias("begun"),
+            F.bool_or(F.col("kind") == "tx_end").alias("ended"),
+            F.min("held_at_ms").alias("held_since_ms"),
+            F.max("event_time_ms").alias("last_event_time_ms"),
+        )
+        .orderBy("held_since_ms", "tx_id")
+        .collect()
+    )
+    return [r.asDict() for r in rows]
+
+
 def gate(
     spark: SparkSession,
     events: DataFrame,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import re
 import struct
 from dataclasses import dataclass
 from decimal import Decimal
@@ -200,11 +201,16 @@ MAPPINGS: dict[str, Mapping] = {
 }
 
 
-def mapping(pg_type: str) -> Mapping:
-    """The :class:`Mapping` of a column whose ``format_type`` is ``pg_type``.
+def mapping(pg_type: str, modes: dict[str, str] | None = None) -> Mapping:
+    """The :class:`Mapping` of a column whose ``format_type`` is ``pg_type``, under the
+    connector's default value modes or those of ``modes`` (setting -> value, :data:`MODES`).
 
     Raises:
         KeyError: a type this table does not list."""
+    for setting, value in (modes or {}).items():
+        family = "numeric" if pg_type.startswith("numeric(") else pg_type
+        if family in MODES.get((setting, value), {}):
+            return MODES[setting, value][family]
     if pg_type in MAPPINGS:
         return MAPPINGS[pg_type]
     base, _, args = pg_type.partition("(")
@@ -222,6 +228,66 @@ def mapping(pg_type: str) -> Mapping:
     if base in ("timestamp without time zone", "timestamp with time zone"):
         return MAPPINGS[base]
     raise KeyError(pg_type)
+
+
+def _decimal_or_nan_db(v):
+    """A numeric as ``decimal.handling.mode=string`` writes it: a NaN is the text ``NAN``."""
+    return None if v is None else ("NAN" if v.is_nan() else v)
+
+
+def _decimal_or_nan_lake(v):
+    return None if v is None else (v if v == "NAN" else Decimal(v))
+
+
+def _ms(v):
+    """A time of day or timestamp cut to milliseconds (Connect's Time and Timestamp)."""
+    return None if v is None else v.replace(microsecond=v.microsecond // 1000 * 1000)
+
+
+_ISO_DURATION = re.compile(r"^P(?:(-?\d+)Y)?(?:(-?\d+)M)?(?:(-?\d+)D)?(?:T(?:(-?\d+)H)?(?:(-?\d+)M)?(?:(-?[\d.]+)S)?)?$")
+
+
+def _iso_interval(v):
+    """Debezium's ``interval.handling.mode=string`` text (ISO 8601, ``P1Y2M3DT4H5M6.5S``) as
+    ``(months, days, seconds)``."""
+    if v is None:
+        return None
+    y, mo, d, h, mi, sec = (x or "0" for x in _ISO_DURATION.match(v).groups())
+    return (int(y) * 12 + int(mo), int(d), int(h) * 3600 + int(mi) * 60 + Decimal(sec))
+
+
+def _interval_parts(v):
+    if v is None:
+        return None
+    months, days, seconds = v
+    return (int(months), int(days), Decimal(seconds))
+
+
+_NUMERIC_TEXT = Mapping("string", db=_decimal_or_nan_db, lake=_decimal_or_nan_lake)
+
+#: other value modes of the connector: ``(setting, value) -> {type family: Mapping}``
+MODES: dict[tuple[str, str], dict[str, Mapping]] = {
+    # numerics as Debezium's text of the number (a NaN: NAN)
+    ("decimal.handling.mode", "string"): {
+        "numeric": _NUMERIC_TEXT,
+        "money": Mapping("string", "{c}::numeric", _decimal_or_nan_db, _decimal_or_nan_lake),
+        "numeric[]": Mapping("array<string>", db=lambda v: None if v is None else [_decimal_or_nan_db(e) for e in v],
+                             lake=lambda v: None if v is None else [_decimal_or_nan_lake(e) for e in v]),
+    },
+    # Kafka Connect's Date, Time (ms of day) and Timestamp (ms): microseconds are cut
+    ("time.precision.mode", "connect"): {
+        "time without time zone": Mapping("string", db=_ms, lake=_time_text),
+        "timestamp without time zone": Mapping("timestamp", db=_ms, lake=_naive_utc),
+    },
+    # bytea as hex text (Bits stay bytes)
+    ("binary.handling.mode", "hex"): {
+        "bytea": Mapping("string", db=lambda v: None if v is None else bytes(v), lake=lambda v: None if v is None else bytes.fromhex(v)),
+    },
+    # ISO 8601 durations
+    ("interval.handling.mode", "string"): {
+        "interval": Mapping("string", MAPPINGS["interval"].select, db=_interval_parts, lake=_iso_interval),
+    },
+}
 
 
 def _q(name: str) -> str:
@@ -242,16 +308,16 @@ def _sort_key(row: dict) -> str:
     return json.dumps(row, sort_keys=True, default=repr)
 
 
-def database_rows(conn, schema: str, table: str) -> tuple[list[tuple[str, str]], list[dict]]:
+def database_rows(conn, schema: str, table: str, modes: dict[str, str] | None = None) -> tuple[list[tuple[str, str]], list[dict]]:
     """The table's columns (:func:`table_columns`) and rows as comparable values, sorted."""
     columns = table_columns(conn, schema, table)
-    select = ", ".join(mapping(t).select.format(c=_q(n)) for n, t in columns)
+    select = ", ".join(mapping(t, modes).select.format(c=_q(n)) for n, t in columns)
     rows = conn.execute(f"select {select} from {_q(schema)}.{_q(table)}").fetchall()
-    out = [{n: mapping(t).db(v) for (n, t), v in zip(columns, r)} for r in rows]
+    out = [{n: mapping(t, modes).db(v) for (n, t), v in zip(columns, r)} for r in rows]
     return columns, sorted(out, key=_sort_key)
 
 
-def target_rows(path, columns: list[tuple[str, str]]) -> tuple[list[str], list[dict]]:
+def target_rows(path, columns: list[tuple[str, str]], modes: dict[str, str] | None = None) -> tuple[list[str], list[dict]]:
     """The target table's source columns (every column but ``_cdc_*``, in the table's order) and
     its rows, read with delta-rs (through its SQL ``QueryBuilder`` once a column was renamed or
     dropped: :func:`tests.readers.delta_rs_rows` says why), as :func:`database_rows` gives them
@@ -268,7 +334,7 @@ def target_rows(path, columns: list[tuple[str, str]]) -> tuple[list[str], list[d
     names = [n for n in table.column_names if not n.startswith("_cdc_")]
     out = []
     for r in table.select(names).to_pylist():
-        out.append({n: (mapping(types[n]).lake(v) if n in types else v) for n, v in r.items()})
+        out.append({n: (mapping(types[n], modes).lake(v) if n in types else v) for n, v in r.items()})
     return names, sorted(out, key=_sort_key)
 
 

@@ -52,17 +52,17 @@ def _ingest(spark, capture, target, checkpoint):
     return run_stream(spark, config, out=False)
 
 
-def _assert_tables_equal_the_database(capture, target) -> None:
+def _assert_tables_equal_the_database(capture, target, tables=None, modes=None) -> None:
     with capture.pg.connect(capture.db, autocommit=True) as conn:
-        tables = [r[0] for r in conn.execute(
+        tables = tables or [r[0] for r in conn.execute(
             "select table_name from information_schema.tables where table_schema = 'public' order by 1")]
         for table in tables:
-            columns, want = database_rows(conn, "public", table)
+            columns, want = database_rows(conn, "public", table, modes)
             path = target / f"{capture.db}.public.{table}"
-            names, got = target_rows(path, columns)
+            names, got = target_rows(path, columns, modes)
             assert names == [n for n, _ in columns], f"{table}: target columns {names}, database {columns}"
             types = target_types(path)
-            assert types == {n: mapping(t).spark_type for n, t in columns}, f"{table}: target types"
+            assert types == {n: mapping(t, modes).spark_type for n, t in columns}, f"{table}: target types"
             assert got == want, f"{table}: target rows differ from the database's\n target:   {got}\n database: {want}"
 
 
@@ -87,8 +87,27 @@ def test_the_real_connector_s_tables_equal_the_database(spark, debezium, tmp_pat
 
     # nothing held, nothing given up; an ingest with nothing new adds nothing
     status = target_status(spark, str(target))
-    assert (status["held_transactions"], status["held_events"], status["timed_out_transactions"]) == (0, 0, 0)
+    assert (status["held_transactions"], status["held_events"], status["timed_out_transactions"], status["held"]) == (0, 0, 0, [])
     versions = {t["table"]: t["delta_version"] for t in status["tables"]}
     s3 = _ingest(spark, capture, target, checkpoint)
     assert (s3.batches, s3.totals.records_in) == (0, 0)
     assert {t["table"]: t["delta_version"] for t in target_status(spark, str(target))["tables"]} == versions
+
+
+#: value modes other than Debezium's defaults, one connector with all of them
+MODES = {"decimal.handling.mode": "string", "time.precision.mode": "connect", "binary.handling.mode": "hex",
+         "interval.handling.mode": "string"}
+
+
+@pytest.mark.skipif(not THOROUGH, reason="other value modes: bin/test --thorough (CI runs the defaults)")
+def test_other_value_modes_give_their_documented_columns(spark, debezium, tmp_path):
+    # numerics as text, Kafka Connect's millisecond times, bytea as hex, intervals as ISO 8601
+    work = _workload()
+    capture = debezium(work.create, {**MODES, "table.include.list": "public.types_all,public.marker",
+                                     "publication.autocreate.mode": "filtered"})
+    for _ in range(5 * work.scale):
+        work.random_transaction(capture.pg, capture.db)
+    capture.caught_up(work.mark(capture.pg, capture.db))
+    s = _ingest(spark, capture, tmp_path / "lake", tmp_path / "checkpoint")
+    assert s.totals.rejected == 0, s.totals.reject_codes
+    _assert_tables_equal_the_database(capture, tmp_path / "lake", ["types_all"], MODES)

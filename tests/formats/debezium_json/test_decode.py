@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from tests.conftest import decode_file, fixture_lines, fixture_path
@@ -733,3 +734,37 @@ def test_registered_and_detects_its_own_messages():
         b'{"data":[{"id":"1"}],"type":"INSERT","isDdl":false}',
     ]
     assert dec.detect_score(sample) == pytest.approx(0.75)
+
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def test_the_real_postgresql_connector_s_records(spark):
+    # records the real connector wrote (Debezium 3.6.1.Final, pgoutput, transaction metadata on;
+    # golden/postgres-3.6.1.jsonl, captured by tests/real's set-up): transaction ids are
+    # <txId>:<LSN of the record>, numerics of 45 and 48 digits, a NaN, an unchanged TOASTed text
+    from cdclake.formats.debezium_json.decoder import PLACEHOLDER
+
+    _, events, rejects = decode_file(spark, FMT, GOLDEN / "postgres-3.6.1.jsonl")
+    assert rejects == []
+    kinds = [(e["kind"], e["table"], e["op"], e["tx_id"], e["tx_size"]) for e in events]
+    # the transaction 729 of three changes over two tables, and the empty transaction 748
+    assert kinds[:2] == [("tx_begin", None, None, "729", None), ("tx_end", None, None, "729", 3)]
+    assert kinds[2:4] == [("tx_begin", None, None, "748", None), ("tx_end", None, None, "748", 0)]
+    in_729 = [(t, op, s) for (k, t, op, i, _), e in zip(kinds, events) if i == "729" and k == "data" for s in [e["tx_seq"]]]
+    assert sorted(in_729, key=lambda x: x[2]) == [("customers", "c", 1), ("orders", "c", 2), ("customers", "u", 3)]
+    by = {(e["table"], e["op"], e["after"]["id"] if e["after"] else None): e for e in events if e["kind"] == "data"}
+    # numeric without a scale (VariableScaleDecimal), 45 digits; numeric(50,10); NaN as null
+    assert by["orders", "r", "1"]["after"]["amount"] == "123456789012345678901234567890123456789012345.5"
+    first, updated = by["types_all", "r", "1"]["after"], by["types_all", "u", "1"]["after"]
+    assert first["c_num"] == "12345678901234567890123456789012345678.1234567891"
+    assert first["c_num_var"] == "0." + "0" * 29 + "1"
+    assert (updated["c_num"], updated["c_num_var"]) == ("-99999999999999999999999999999999999999.9999999999", None)
+    types = {c["name"]: c["spark_type"] for c in by["types_all", "r", "1"]["columns"]}
+    assert (types["c_num"], types["c_num_var"], types["c_int_arr"], types["c_text_arr"], types["c_num_arr"]) == (
+        "string", "string", "array<int>", "array<string>", "string")
+    assert (first["c_int_arr"], first["c_text_arr"]) == ("[1,2,3]", '["x","y z"]')
+    # the update that left the TOASTed body unchanged carries the placeholder: body not carried
+    doc = by["docs", "u", "1"]
+    assert doc["after"]["body"] == PLACEHOLDER and doc["present"] == ["id", "title"]
+    assert all(e["present"] is None for e in events if e is not doc)

@@ -237,3 +237,30 @@ def test_a_null_decimal_keeps_the_column_type(spark, tmp_path):
     assert (types["amount"], types["raw"]) == ("decimal(10,2)", "binary")
     # no type widening: the table opens in delta-rs
     assert "delta.enableTypeWidening" not in DeltaTable.forPath(spark, str(tmp_path / "lake" / "shop.orders")).detail().first()["properties"]
+
+
+def test_a_stream_that_ends_inside_a_transaction_shows_none_of_it(spark, tmp_path):
+    # BEGIN, the changes and COMMIT of one transaction carry one sourceTxid (issue 50): the
+    # changes wait in _cdclake/held until the COMMIT comes, in a later file
+    from cdclake.pipeline import IngestConfig, ingest
+    from cdclake.status import target_status
+
+    enc = DtsAvroEncoder()
+    marker = lambda kind: event(kind=kind, columns=None, pk=None, tx=("7a:42", None, None)) | {"table": None}  # noqa: E731
+    rows = [event(op="c", after=dict(ROW, id=str(i)), tx=("7a:42", i, None)) | {"tx_size": None, "tx_last": None} for i in (1, 2)]
+    plain = event(op="c", after=dict(ROW, id="9"))  # no transaction: applied as it comes
+    first = enc.write(enc.encode([marker("tx_begin"), *rows, plain]), tmp_path / "1.avro")
+    second = enc.write(enc.encode([marker("tx_end")]), tmp_path / "2.avro")
+    target = tmp_path / "lake"
+    s1 = ingest(spark, IngestConfig(FMT, [str(first)], str(target)))
+    assert (s1.rejected, s1.held_transactions, s1.held_events) == (0, 1, 3)
+    ids = lambda: sorted(r["id"] for r in DeltaTable.forPath(spark, str(target / "shop.orders")).toDF().collect())  # noqa: E731
+    assert ids() == [9]
+    st = target_status(spark, str(target))
+    assert st["held_transactions"] == 1
+    [held] = st["held"]
+    assert (held["tx_id"], held["tables"], held["changes"], held["size"], held["begun"], held["ended"]) == (
+        "7a:42", ["shop.orders"], 2, None, True, False)
+    s2 = ingest(spark, IngestConfig(FMT, [str(second)], str(target)))
+    assert (s2.rejected, s2.held_transactions) == (0, 0)
+    assert ids() == [1, 2, 9]
