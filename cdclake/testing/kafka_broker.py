@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import base64
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -36,7 +35,8 @@ import uuid
 from pathlib import Path
 from typing import Iterable, Optional, Union
 
-from cdclake.testing.processes import free_port, killpg  # noqa: F401  (free_port: used by tests)
+from cdclake.testing.processes import free_port, jvm_alive, running_pid, stop_group  # noqa: F401  (free_port: used by tests)
+from cdclake.testing.processes import java as processes_java
 
 REPO = Path(__file__).resolve().parents[2]
 #: where ``bin/setup`` puts the broker's jars
@@ -135,43 +135,15 @@ class KafkaBroker:
     def pid(self) -> Optional[int]:
         """The pid of this home's running broker, or None when none runs (a stale pid file is
         ignored)."""
-        if self._proc is not None and self._proc.poll() is None:
-            return self._proc.pid
-        try:
-            pid = int(self.pid_path.read_text().strip())
-        except (OSError, ValueError):
-            return None
-        return pid if self._is_our_broker(pid) else None
+        return running_pid(self._proc, lambda: int(self.pid_path.read_text().strip()), self._is_our_broker)
 
     def is_running(self) -> bool:
         """Whether this home's broker process is alive (it may still be starting)."""
         return self.pid is not None
 
     def _is_our_broker(self, pid: int) -> bool:
-        """Whether ``pid`` is alive and is the broker JVM of this home: the pid of a broker that
-        died long ago may belong to another process by now, which must not get our signals."""
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:  # alive, but someone else's: not our broker
-            return False
-        proc = Path("/proc") / str(pid)
-        if not proc.exists():  # no /proc (not Linux): trust the pid file
-            return True
-        try:
-            # A zombie (exited, not yet reaped by its parent) counts as gone. The JVM's main
-            # thread shows "Z" as soon as it ends, while the JVM's other threads may still be
-            # shutting down and holding the data folder's lock: gone only once none is left.
-            stat = (proc / "stat").read_text()
-            if stat[stat.rindex(")") + 2 :].startswith("Z"):
-                return len(os.listdir(proc / "task")) > 1
-            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-        except (OSError, ValueError):
-            return False
-        if cmdline == [b""]:  # exiting (its memory is gone, its files and locks maybe not yet)
-            return True
-        return b"kafka.Kafka" in cmdline and str(self.properties_path).encode() in cmdline
+        """Whether ``pid`` is alive and is the broker JVM of this home (:func:`jvm_alive`)."""
+        return jvm_alive(pid, b"kafka.Kafka", str(self.properties_path).encode())
 
     def configured_port(self) -> Optional[int]:
         """The client port in this home's ``server.properties`` (that of the broker started
@@ -210,7 +182,7 @@ class KafkaBroker:
                                    f"not {self.port}: stop it first")
             self._wait_ready(t0 + timeout_s)
             return self
-        java = self._java()
+        java = processes_java("Kafka broker")
         self._check_jars()
         self.home.mkdir(parents=True, exist_ok=True)
         if not _port_is_free(self.port):
@@ -256,42 +228,12 @@ class KafkaBroker:
         return self.start(timeout_s=timeout_s)
 
     def _signal_and_wait(self, sig: int, timeout_s: float) -> None:
-        pid = self.pid
-        if pid is not None:
-            killpg(pid, sig)
-            if not self._wait_gone(pid, timeout_s) and sig != signal.SIGKILL:
-                killpg(pid, signal.SIGKILL)
-            if not self._wait_gone(pid, 10):
-                raise RuntimeError(f"Kafka broker (pid {pid}) did not exit after SIGKILL")
-        if self._proc is not None:
-            self._proc.poll()  # reap
-            self._proc = None
+        stop_group(self._proc, self.pid, sig, timeout_s, self._is_our_broker, "Kafka broker")
+        self._proc = None
         self.pid_path.unlink(missing_ok=True)
-
-    def _wait_gone(self, pid: int, timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if self._proc is not None and self._proc.pid == pid:
-                try:
-                    self._proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-                    return True
-                except subprocess.TimeoutExpired:
-                    return False
-            if not self._is_our_broker(pid):
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.1)
 
     # -- start-up pieces -------------------------------------------------------------------
 
-    @staticmethod
-    def _java() -> str:
-        home = os.environ.get("JAVA_HOME")
-        java = str(Path(home) / "bin" / "java") if home and (Path(home) / "bin" / "java").exists() else shutil.which("java")
-        if not java:
-            raise RuntimeError("cannot start Kafka broker: no java on PATH (Java 17 or newer is needed)")
-        return java
 
     def _check_jars(self) -> None:
         if not any(self.jars.glob("kafka_*.jar")):

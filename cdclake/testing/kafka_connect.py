@@ -46,9 +46,7 @@ is left out; nothing here uses it.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import signal
 import subprocess
 import time
@@ -58,7 +56,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from cdclake.testing.processes import killpg
+from cdclake.testing.processes import java as processes_java
+from cdclake.testing.processes import jvm_alive, running_pid, stop_group
 
 REPO = Path(__file__).resolve().parents[2]
 #: where ``bin/setup --test`` puts the worker's jars (and its plugins in ``plugins/``)
@@ -230,34 +229,15 @@ class KafkaConnect:
     def pid(self) -> Optional[int]:
         """The pid of this home's running worker, or None when none runs (a stale pid file is
         ignored)."""
-        if self._proc is not None and self._proc.poll() is None:
-            return self._proc.pid
-        try:
-            pid = int(self.pid_path.read_text().strip())
-        except (OSError, ValueError):
-            return None
-        return pid if self._is_our_worker(pid) else None
+        return running_pid(self._proc, lambda: int(self.pid_path.read_text().strip()), self._is_our_worker)
 
     def is_running(self) -> bool:
         """Whether this home's worker process is alive (it may still be starting)."""
         return self.pid is not None
 
     def _is_our_worker(self, pid: int) -> bool:
-        """Whether ``pid`` is alive and is the worker JVM of this home (the pid of a worker that
-        died long ago may belong to another process by now)."""
-        proc = Path("/proc") / str(pid)
-        try:
-            # a zombie counts as gone once none of its threads is left (see kafka_broker)
-            stat = (proc / "stat").read_text()
-            if stat[stat.rindex(")") + 2 :].startswith("Z"):
-                return len(os.listdir(proc / "task")) > 1
-            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-        except (OSError, ValueError):
-            return False
-        if cmdline == [b""]:  # exiting
-            return True
-        return b"org.apache.kafka.connect.cli.ConnectStandalone" in cmdline \
-            and str(self.worker_properties_path).encode() in cmdline
+        """Whether ``pid`` is alive and is the worker JVM of this home (:func:`jvm_alive`)."""
+        return jvm_alive(pid, b"org.apache.kafka.connect.cli.ConnectStandalone", str(self.worker_properties_path).encode())
 
     # -- start and stop --------------------------------------------------------------------
 
@@ -278,7 +258,7 @@ class KafkaConnect:
         deadline = time.monotonic() + timeout_s
         if self.is_running():
             raise RuntimeError(f"the Kafka Connect worker of {self.home} already runs (pid {self.pid}): stop it first")
-        java = self._java()
+        java = processes_java("Kafka Connect")
         if not any(self.jars.glob("connect-runtime-*.jar")):
             raise RuntimeError(f"Kafka Connect jars not found in {self.jars}: run bin/setup --test")
         self.home.mkdir(parents=True, exist_ok=True)
@@ -320,42 +300,12 @@ class KafkaConnect:
         self._signal_and_wait(signal.SIGKILL, 0)
 
     def _signal_and_wait(self, sig: int, timeout_s: float) -> None:
-        pid = self.pid
-        if pid is not None:
-            killpg(pid, sig)
-            if not self._wait_gone(pid, timeout_s) and sig != signal.SIGKILL:
-                killpg(pid, signal.SIGKILL)
-            if not self._wait_gone(pid, 10):
-                raise RuntimeError(f"Kafka Connect (pid {pid}) did not exit after SIGKILL")
-        if self._proc is not None:
-            self._proc.poll()  # reap
-            self._proc = None
+        stop_group(self._proc, self.pid, sig, timeout_s, self._is_our_worker, "Kafka Connect")
+        self._proc = None
         self.pid_path.unlink(missing_ok=True)
-
-    def _wait_gone(self, pid: int, timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if self._proc is not None and self._proc.pid == pid:
-                try:
-                    self._proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-                    return True
-                except subprocess.TimeoutExpired:
-                    return False
-            if not self._is_our_worker(pid):
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.1)
 
     # -- start-up pieces -------------------------------------------------------------------
 
-    @staticmethod
-    def _java() -> str:
-        home = os.environ.get("JAVA_HOME")
-        java = str(Path(home) / "bin" / "java") if home and (Path(home) / "bin" / "java").exists() else shutil.which("java")
-        if not java:
-            raise RuntimeError("cannot start Kafka Connect: no java on PATH (Java 17 or newer is needed)")
-        return java
 
     def _write_worker_properties(self) -> None:
         schemas = _config_value(self.schemas_enable)

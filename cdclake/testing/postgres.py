@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from cdclake.testing.processes import killpg
+from cdclake.testing.processes import running_pid, stop_group
 
 #: the system user that runs the server when this process runs as root
 SERVER_USER = "postgres"
@@ -54,6 +54,14 @@ SUPERUSER = "postgres"
 _MAX_SOCKET_PATH = 107
 #: inherited variables (PGDATA, PGPORT, PGHOST, ...) that would change what the tools do
 _PG_ENV = re.compile(r"^PG[A-Z_]*$")
+
+
+def _signal(pid: int, sig: int) -> None:
+    """``sig`` to ``pid`` alone (a process already gone is not an error)."""
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
 
 
 def pg_bindir() -> Path:
@@ -158,13 +166,8 @@ class PostgresServer:
     def pid(self) -> Optional[int]:
         """The pid of this home's running server (the postmaster, also its process group id),
         or None when none runs (a stale ``postmaster.pid`` is ignored)."""
-        if self._proc is not None and self._proc.poll() is None:
-            return self._proc.pid
-        try:
-            pid = int((self.data_dir / "postmaster.pid").read_text().split("\n", 1)[0])
-        except (OSError, ValueError):
-            return None
-        return pid if self._is_our_server(pid) else None
+        return running_pid(self._proc, lambda: int((self.data_dir / "postmaster.pid").read_text().split("\n", 1)[0]),
+                           self._is_our_server)
 
     def is_running(self) -> bool:
         """Whether this home's server process is alive (it may still be starting)."""
@@ -251,34 +254,9 @@ class PostgresServer:
         replication connections are ended, a checkpoint is written), and SIGKILL to its process
         group if it still runs after ``timeout_s`` seconds. Returns once it is gone; does nothing
         when it does not run. Raises RuntimeError when it survives SIGKILL."""
-        pid = self.pid
-        if pid is not None:
-            try:
-                os.kill(pid, signal.SIGINT)
-            except ProcessLookupError:
-                pass
-            if not self._wait_gone(pid, timeout_s):
-                killpg(pid, signal.SIGKILL)
-                if not self._wait_gone(pid, 10):
-                    raise RuntimeError(f"PostgreSQL (pid {pid}) did not exit after SIGKILL")
-        if self._proc is not None:
-            self._proc.poll()  # reap
-            self._proc = None
-
-    def _wait_gone(self, pid: int, timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if self._proc is not None and self._proc.pid == pid:
-                try:
-                    self._proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-                    return True
-                except subprocess.TimeoutExpired:
-                    return False
-            if not self._is_our_server(pid):
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.1)
+        stop_group(self._proc, self.pid, signal.SIGINT, timeout_s, self._is_our_server, "PostgreSQL",
+                   first=lambda pid: _signal(pid, signal.SIGINT))
+        self._proc = None
 
     # -- start-up pieces -------------------------------------------------------------------
 
