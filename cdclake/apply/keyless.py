@@ -228,8 +228,10 @@ def write_keyless(spark: SparkSession, events: DataFrame, prep: Prepared, delete
     if ((prep.state.delete_position is not None or (plan.moved_into and plan.max_delete is not None))
             and DeltaTable.isDeltaTable(spark, deletes_path)):
         parts.append(of_touched(_remembered(spark, deletes_path, plan.name, columns, by_position, plan.column_history, moved_in)))
-    atoms = with_read_copies(reduce(lambda a, b: a.unionByName(b), parts), ["_k"], ~F.col("_live") & ~F.col("_kept"),
-                             positive=F.col("_sign") == 1)
+    # one exchange, by image: every window and the grouping below partition by the image (and
+    # more), which that hash partitioning already satisfies (no further exchange)
+    atoms = with_read_copies(reduce(lambda a, b: a.unionByName(b), parts).repartition("_k"), ["_k"],
+                             ~F.col("_live") & ~F.col("_kept"), positive=F.col("_sign") == 1)
     if prep.truncate is not None:  # remembered atoms older than the table's truncate are gone with it
         atoms = atoms.where(F.expr(f"{_order_of_change('_ord')} > {truncate_sql(prep.truncate)}"))
     # one atom per image, sign and point (rank, position, sub): a change re-delivered (in
