@@ -13,11 +13,10 @@ import hashlib
 import os
 from dataclasses import dataclass, field, replace
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from cdclake import formats, targets
+from cdclake import frames, formats, targets
 from cdclake.apply import audit, transactions
 from cdclake.apply.batch import apply_batch, table_path  # noqa: F401  (table_path: public helper)
 from cdclake.apply.delta_table import ApplyResult, source_columns
@@ -260,14 +259,14 @@ def ingest_batch(
         )
         # one row per event, per reject, and per record that decodes to nothing (pos null);
         # the raw bytes are kept for rejects only
-        flat = decoded.select(
+        flat = frames.keep(decoded.select(
             "source_record",
             F.when(F.col("error_code").isNotNull(), F.col("raw_key")).alias("raw_key"),
             F.when(F.col("error_code").isNotNull(), F.col("raw_value")).alias("raw_value"),
             "error_code",
             "error_message",
             F.posexplode_outer("events").alias("pos", "e"),
-        ).persist(StorageLevel.MEMORY_AND_DISK)
+        ))
         hold = None
         try:
             held_version = progress.held_version()
@@ -286,7 +285,7 @@ def ingest_batch(
                 # and events per error code (and materialises the cache)
                 plan = plan_batch(flat.select("error_code", "pos", "e.*"), keys, records=True)
         except BaseException:
-            flat.unpersist()
+            frames.release(flat)
             if hold is not None:
                 hold.release()
             raise
@@ -322,7 +321,7 @@ def ingest_batch(
             )
         )
     finally:
-        flat.unpersist()
+        frames.release(flat)
         if hold is not None:
             hold.release()
     return summary

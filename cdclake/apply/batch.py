@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from cdclake import targets
+from cdclake import frames, targets
 from cdclake.apply import audit, transactions
 from cdclake.apply.delta_table import ApplyResult, TableApply, TableState, latest_version, prepare_table, write_table
 from cdclake.apply.plan import BatchPlan, plan_batch
@@ -265,7 +265,7 @@ def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, p
                              target)
         if moved is not None:  # events of a renamed table older than its rename: the new name's
             # persisted (materialized by the plan's aggregate): every table's write reads it
-            events = moved.persist()
+            events = frames.keep(moved)
             relabelled = events
             plan = plan_batch(events, primary_keys)
     try:
@@ -280,8 +280,8 @@ def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, p
         # first (its renames move the old table's rows as they were at the rename), then them,
         # under their own identity
         step, cond, key = cut
-        head = events.where(f"NOT ({cond})").persist()
-        tail = events.where(cond).persist()
+        head = frames.keep(events.where(f"NOT ({cond})"))
+        tail = frames.keep(events.where(cond))
         try:
             out = _apply(spark, batch_events, head, target, primary_keys, txn, side_tasks, None, fmt, max_columns, scd_type,
                          hold, progress, changelog, relabel=False, split=split | {key})
@@ -301,12 +301,12 @@ def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, p
                 out += [ApplyResult(p.name, failed=f"{failed.code}: {failed.reason}",
                                     failed_events=_planned_events(p)) for p in tail_plan.tables]
         finally:
-            head.unpersist()
-            tail.unpersist()
+            frames.release(head)
+            frames.release(tail)
         return out
     finally:
         if relabelled is not None:
-            relabelled.unpersist()
+            frames.release(relabelled)
 
 
 def _planned_events(p) -> int:
@@ -407,7 +407,7 @@ def _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tas
     finally:
         for a in applied:
             for df in a.cached:
-                df.unpersist()
+                frames.release(df)
     counts = {p.name: _planned_events(p) for p in plan_all.tables}
     out = [a.result for a in applied if a.touched] + [
         ApplyResult(name, failed=f"{f.code}: {f.reason}", failed_events=counts.get(name, 0)) for name, f in sorted(failures.items())

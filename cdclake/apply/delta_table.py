@@ -63,6 +63,7 @@ from pyspark.sql import types as ST
 
 from cdclake.apply import types as T
 from cdclake.apply.moves import Entry, order_sort_key, resolve
+from cdclake import frames
 from cdclake.apply.plan import RECORD_FIELDS, TablePlan, _sql_str, ranked_key, truncate_key
 from cdclake.errors import CdclakeError
 from cdclake.normalize import pair_update_halves
@@ -1391,7 +1392,7 @@ def _fold(
     """The MERGE source: the batch's last change per key (folded column by column for partial
     images), typed as the table's columns ``_c<i>``, with ``_op``, ``_ord`` (the order struct),
     ``_pos_text``, ``_etime``, ``_p_c<i>`` (column carried) and ``_key_json``. Persisted; returns
-    it, the frames to unpersist, the batch's moves to remember (:func:`_moves_to_remember`,
+    it, the frames to release, the batch's moves to remember (:func:`_moves_to_remember`,
     None when the batch moves no row) and the keys (JSON) changes may have followed remembered
     moves to (:func:`follow_moves`; empty: none), which the MERGE's key range must hold. ``path``: the existing table (None: created by this
     batch), read only for the rows that partial updates move to a new key (:func:`fill_moves`).
@@ -1403,14 +1404,14 @@ def _fold(
     names = list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
     rows = change_rows(events, plan, columns, truncate)
-    frames = []
+    kept = []
     followed: list[str] = []
     if by_column and plan.key and _needs_move_check(plan, state) and DeltaTable.isDeltaTable(spark, deletes_path):
         rows, followed = follow_moves(spark, rows, plan, columns, deletes_path)
     moves = None
     if "_from" in rows.columns:  # read four times by fill_moves: once
-        rows = rows.persist()
-        frames.append(rows)
+        rows = frames.keep(rows)
+        kept.append(rows)
         moves = _moves_to_remember(rows, plan, columns)
         rows = fill_moves(rows, _table_points(spark, path, plan, columns, by_column) if path else None, plan, columns)
     keys = [alias[k] for k in key]
@@ -1422,8 +1423,8 @@ def _fold(
     src = src.withColumn("_key_json", F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in key]), KEY_JSON))
     if _needs_delete_check(plan, state) and DeltaTable.isDeltaTable(spark, deletes_path):
         src = _drop_older_than_deletes(spark, src, plan.name, deletes_path, {k: columns[k] for k in key}, plan.column_history)
-    src = src.persist()
-    return src, [src, *frames], moves, followed
+    src = frames.keep(src)
+    return src, [src, *kept], moves, followed
 
 
 def _table_points(spark: SparkSession, path: str, plan: TablePlan, columns: dict[str, str], by_column: bool = False) -> DataFrame:

@@ -72,6 +72,7 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as ST
 
+from cdclake import frames
 from cdclake.apply.keyless import after_truncate_sql, in_region_sql, moved_read_sql, rank_of, with_read_copies
 from cdclake.apply.moves import MOVE_HOPS
 from cdclake.apply.plan import TablePlan, order_key
@@ -658,7 +659,7 @@ def write_history(spark: SparkSession, events: DataFrame, prep: Prepared, delete
     change of the old table supersedes: :func:`_versions`' ``regions``)."""
     out, plan, path, result, columns = prep.out, prep.plan, prep.path, prep.out.result, prep.columns
     src, out.deletes, reach = history_source(spark, events, prep, deletes_path)
-    src = src.persist()
+    src = frames.keep(src)
     out.cached.append(src)
     drops = "_drop" in src.columns  # (a table rows were moved into: superseded moved versions go)
     if not prep.exists:

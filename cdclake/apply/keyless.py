@@ -90,10 +90,10 @@ from __future__ import annotations
 from functools import reduce
 
 from delta.tables import DeltaTable
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from cdclake import frames
 from cdclake.apply.delta_table import (
     KEY_JSON,
     MOVED,
@@ -193,13 +193,13 @@ def write_keyless(spark: SparkSession, events: DataFrame, prep: Prepared, delete
 
     rows = change_rows(events, plan, columns, prep.truncate, every_update_moves=True,
                        rank=rank_of("op", "position.order", by_position, moved_in))
-    batch = rows.select(
+    batch = frames.keep(rows.select(
         *[F.col(alias[n]) for n in names],
         image([F.col(alias[n]) for n in names]).alias("_k"),
         F.when(F.col("_op") == "d", -1).otherwise(1).alias("_sign"),
         "_op", F.col("_ord").cast(ORDER_TYPE).alias("_ord"),
         "_pos_text", "_etime", *_flags(False, False, True),
-    ).persist(StorageLevel.MEMORY_AND_DISK)
+    ))
     out.cached.append(batch)
     # (a batch that drops or renames a column counts every image again: see the module docstring)
     # (and so does a rename's move into it: the remembered atoms carried with it may cap
@@ -249,12 +249,12 @@ def write_keyless(spark: SparkSession, events: DataFrame, prep: Prepared, delete
     by_image = Window.partitionBy("_k")
     atoms = atoms.withColumn("_rn", F.row_number().over(by_image.orderBy(candidate.desc(), F.col("_ord").desc())))
     survives = candidate & (F.col("_rn") <= F.col("_count"))
-    acts = atoms.select(
+    acts = frames.keep(atoms.select(
         *payload, "_k", "_sign", "_ord", "_row_ord",
         F.when(F.col("_live") & ~survives, "del").when(survives & ~F.col("_live"), "ins").alias("_act"),
         # (an atom a later snapshot read superseded never counts again: nothing to remember)
         ((F.col("_in_snapshot") | F.col("_after")) & ~F.col("_kept") & ~survives).alias("_remember"),
-    ).where(F.col("_act").isNotNull() | F.col("_remember")).persist(StorageLevel.MEMORY_AND_DISK)
+    ).where(F.col("_act").isNotNull() | F.col("_remember")))
     out.cached.append(acts)
     n = acts.groupBy().agg(
         F.count_if(F.col("_act") == "del").alias("d"), F.count_if(F.col("_act") == "ins").alias("i"), F.count_if("_remember").alias("r")

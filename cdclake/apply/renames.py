@@ -84,6 +84,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from cdclake import frames
 from cdclake.apply import audit
 from cdclake.apply.delta_table import (
     COLUMN_ORDERS,
@@ -428,13 +429,13 @@ def apply_renames(
             continue
         for r, i, how in carried:
             _carry_deletes(spark, target, r, _txn(txn, str(i), "deletes"), **how)
-        events = reduce(DataFrame.unionByName, moves).persist()
+        events = frames.keep(reduce(DataFrame.unionByName, moves))
         try:
             to_plan = _with_lines(plan_batch(events, primary_keys), lines_to, wave, max_delete=max_delete, max_move=max_move,
                                   column_ddl=column_ddl, moved_into=moved_into)
             moved = apply_batch(spark, events, target, primary_keys, _txn(txn, n, "to"), plan=to_plan, fmt=fmt, changelog=False)
         finally:
-            events.unpersist()
+            frames.release(events)
         out += moved
         # a new table that could not take the rows (TABLE_FAILED: its events went to the
         # rejects) keeps the old one as it is: the step is applied again with the next delivery
@@ -487,13 +488,13 @@ def _apply_again(spark: SparkSession, target: str, steps: list[tuple[TableRename
     if progress.held_version() is not None:  # an open transaction's changes wait for the rest of it
         events = events.join(F.broadcast(_still_open(spark, target, progress.held_version())),
                              F.expr(tx_key_sql(every_kind=True)) == F.col("_open_tx"), "left_anti")
-    events = events.persist()
+    events = frames.keep(events)
     try:
         name = "-".join(str(i) for _r, i in steps)
         return _apply(spark, events, events, target, primary_keys, _txn(txn, name, "again"), None, plan_batch(events, primary_keys),
                       fmt, None, None, None, progress, changelog=False, relabel=True)
     finally:
-        events.unpersist()
+        frames.release(events)
 
 
 def _read_changelog(spark: SparkSession, target: str) -> DataFrame:

@@ -74,10 +74,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from cdclake import frames
 from cdclake.apply import plan as plan_mod
 from cdclake.model import EVENT_COLUMNS
 
@@ -123,7 +123,7 @@ class Hold:
 
     def release(self) -> None:
         for df in self.cached:
-            df.unpersist()
+            frames.release(df)
 
 
 def open_condition():
@@ -207,9 +207,9 @@ def gate(
     try:
         if held_version is not None:
             # cached: the aggregate reads it, then the events to apply (and the new held rows)
-            held_before = read_held(spark, target, held_version).select(
+            held_before = frames.keep(read_held(spark, target, held_version).select(
                 *EVENT_COLUMNS, F.lit(True).alias("from_held"), "held_at_ms"
-            ).persist(StorageLevel.MEMORY_AND_DISK)
+            ))
             hold.cached.append(held_before)
             batch = batch.unionByName(held_before)
             src = src.unionByName(held_before.select("*", F.lit(None).cast("string").alias("error_code"), F.lit(-1).alias("pos")))
@@ -254,7 +254,7 @@ def _decide(spark, hold: Hold, src: DataFrame, batch: DataFrame, held_version, n
         # everything is applied: the aggregate's table and source rows are its plan
         hold.plan = plan_mod.build_plan([r for r in rows if r["by_tx"] == 1], primary_keys)
         if held_version is not None:
-            hold.events = batch.select(*EVENT_COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)
+            hold.events = frames.keep(batch.select(*EVENT_COLUMNS))
             hold.cached.append(hold.events)
         hold.plan.records = hold.records
         return hold
@@ -265,7 +265,7 @@ def _decide(spark, hold: Hold, src: DataFrame, batch: DataFrame, held_version, n
     marked = keyed.join(F.broadcast(ids), keyed["_tx_key"] == ids["_open_tx"], "left").select(
         *[keyed[c] for c in batch.columns], F.coalesce(ids["_open"], F.lit(False)).alias("open")
     )
-    apply = marked.where(~F.col("open") & F.col("kind").isNotNull()).select(*EVENT_COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)
+    apply = frames.keep(marked.where(~F.col("open") & F.col("kind").isNotNull()).select(*EVENT_COLUMNS))
     hold.events = apply
     hold.cached.append(apply)
     hold.held = marked.where(F.col("open")).select(
