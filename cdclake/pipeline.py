@@ -232,8 +232,8 @@ def ingest_batch(
     something back plans again, over the events to apply.
 
     Spark work per batch: the decoder's parse stage (cached, with its signature aggregate),
-    then the decoded records flattened to one row per event or reject (cached once: the batch's
-    only other cache) and planned by one aggregate that also counts records and events per
+    then the decoded records flattened to one row per event or reject (kept once by
+    :func:`cdclake.frames.keep`, a plan of one leaf) and planned by one aggregate that also counts records and events per
     error code, then the writes (see :mod:`cdclake.apply.batch`). ``txn`` makes the appends
     idempotent (see :class:`cdclake.apply.audit.Txn`).
     """
@@ -282,7 +282,7 @@ def ingest_batch(
                 plan = hold.plan
             else:
                 # the batch's one planning aggregate, over the flat rows: it also counts records
-                # and events per error code (and materialises the cache)
+                # and events per error code (and materialises the kept rows)
                 plan = plan_batch(flat.select("error_code", "pos", "e.*"), keys, records=True)
         except BaseException:
             frames.release(flat)

@@ -264,7 +264,7 @@ def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, p
         moved = relabel_late(events, plan, states, lambda name: is_history_table(spark, table_path(target, name)), primary_keys,
                              target)
         if moved is not None:  # events of a renamed table older than its rename: the new name's
-            # persisted (materialized by the plan's aggregate): every table's write reads it
+            # kept (cdclake.frames; materialized by the plan's aggregate): every table's write reads it
             events = frames.keep(moved)
             relabelled = events
             plan = plan_batch(events, primary_keys)

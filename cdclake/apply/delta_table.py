@@ -61,9 +61,9 @@ from pyspark.sql import DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as ST
 
+from cdclake import frames
 from cdclake.apply import types as T
 from cdclake.apply.moves import Entry, order_sort_key, resolve
-from cdclake import frames
 from cdclake.apply.plan import RECORD_FIELDS, TablePlan, _sql_str, ranked_key, truncate_key
 from cdclake.errors import CdclakeError
 from cdclake.normalize import pair_update_halves
@@ -1391,7 +1391,7 @@ def _fold(
 ) -> tuple[DataFrame, list[DataFrame], DataFrame | None, list[str]]:
     """The MERGE source: the batch's last change per key (folded column by column for partial
     images), typed as the table's columns ``_c<i>``, with ``_op``, ``_ord`` (the order struct),
-    ``_pos_text``, ``_etime``, ``_p_c<i>`` (column carried) and ``_key_json``. Persisted; returns
+    ``_pos_text``, ``_etime``, ``_p_c<i>`` (column carried) and ``_key_json``. Kept (:func:`cdclake.frames.keep`); returns
     it, the frames to release, the batch's moves to remember (:func:`_moves_to_remember`,
     None when the batch moves no row) and the keys (JSON) changes may have followed remembered
     moves to (:func:`follow_moves`; empty: none), which the MERGE's key range must hold. ``path``: the existing table (None: created by this

@@ -51,7 +51,7 @@ transaction) is a set of the plan's one aggregate (:func:`cdclake.apply.plan.sum
 over the batch's events and the held ones, which also counts the batch's records. A batch that
 holds something back plans again over the events to apply (a second aggregate). The held table
 is read only when the progress table says it holds events, at the version it names (once:
-persisted); it is written (one overwrite) in a batch that held something before or holds
+kept, :func:`cdclake.frames.keep`); it is written (one overwrite) in a batch that held something before or holds
 something now.
 
 Exactly once: the held table is written after every target table and before the progress
@@ -95,7 +95,7 @@ class Hold:
     """What the transaction gate decided for one batch.
 
     events: the events to apply (EVENT_SCHEMA): the batch's events outside open transactions
-        and the held events of transactions the batch completed; persisted (release with
+        and the held events of transactions the batch completed; kept (:func:`cdclake.frames.keep`; release with
         :meth:`release`).
     held: the events held after the batch (EVENT_SCHEMA + ``held_at_ms``); None when none.
     transactions / held_events: how many open transactions and events are held after the batch.
@@ -195,7 +195,7 @@ def gate(
     One aggregate: the plan's (:func:`cdclake.apply.plan.summarize` with its ``tx`` set) over
     the batch's events and the held ones. When no transaction stays open, its table and source
     rows are the plan of what is applied (the batch's events and the released held ones). When
-    one does, the events to apply are persisted (a broadcast anti-join with the open ids) and
+    one does, the events to apply are kept (a broadcast anti-join with the open ids) and
     planned by a second aggregate, which also materialises them."""
     extra = [F.lit(False).alias("from_held"), F.lit(None).cast("bigint").alias("held_at_ms")]
     batch = events.select(*EVENT_COLUMNS, *extra)
