@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cdclake: error: {e}", file=sys.stderr)
         return 2
     except Exception as e:
-        from cdclake.apply.batch import concurrent_conflict
+        from cdclake.apply.tasks import concurrent_conflict
 
         if not concurrent_conflict(e):
             raise

@@ -18,10 +18,11 @@ from pyspark.sql import functions as F
 
 from cdclake import frames, formats, targets
 from cdclake.apply import audit, transactions
-from cdclake.apply.batch import apply_batch, table_path  # noqa: F401  (table_path: public helper)
+from cdclake.apply.batch import apply_batch
 from cdclake.apply.delta_table import ApplyResult, source_columns
 from cdclake.apply.plan import plan_batch
 from cdclake.apply.renames import keys_through_renames
+from cdclake.apply.tasks import table_path
 from cdclake.errors import CdclakeError, RejectCode
 from cdclake.formats.base import Decoder, DecodeOptions, Limits, TargetTable
 from cdclake.formats.typed import batch_scope
@@ -317,7 +318,7 @@ def ingest_batch(
             apply_batch(
                 spark, events, target, keys, txn,
                 side_tasks=reject_task if summary.rejected else None, plan=plan, fmt=decoder.name,
-                max_columns=options.limits.max_columns, scd_type=scd_type, hold=hold,
+                max_columns=options.limits.max_columns, scd_type=scd_type, hold=hold, progress=progress,
             )
         )
     finally:

@@ -67,7 +67,7 @@ from pyspark.sql import functions as F
 from cdclake.apply.delta_table import ApplyResult, TableState, latest_version
 from cdclake.apply.plan import RECORD_FIELDS, BatchPlan, column_ddl, order_key, record_tuple, truncate_key
 from cdclake.errors import CdclakeError
-from cdclake.model import EVENT_COLUMNS, SOURCE_RECORD_SCHEMA
+from cdclake.model import EVENT_COLUMNS, SOURCE_RECORD_SCHEMA, qualified_name
 from cdclake.targets import TargetFiles, hadoop_fs
 
 CHANGELOG = "_cdclake/changelog"
@@ -283,8 +283,6 @@ class Progress:
     def table_states(self) -> dict[str, TableState]:
         """The table rows (``source`` null): what earlier batches left for each table (with
         ``moved_in``, the points of the renames into each, from the others' ``renamed``)."""
-        from cdclake.model import qualified_name
-
         states = {
             r["table"]: TableState(
                 _list(r["delete_position"]), _list(r["truncate_position"]), r["truncate_position_text"], r["rows"],

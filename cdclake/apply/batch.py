@@ -27,110 +27,19 @@ committed it and applies the rest. The preparation of step 3 is idempotent by it
 from __future__ import annotations
 
 import dataclasses
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from cdclake import frames, targets
+from cdclake import frames
 from cdclake.apply import audit, transactions
-from cdclake.apply.delta_table import ApplyResult, TableApply, TableState, latest_version, prepare_table, write_table
-from cdclake.apply.plan import BatchPlan, plan_batch
-from cdclake.errors import CdclakeError, RejectCode
-
-
-def table_path(target: str, name: str) -> str:
-    """Where the Delta table of source table ``name`` (qualified, dots kept) lives: always one
-    folder directly under ``target``, named by :func:`cdclake.targets.table_folder` (names from
-    messages are never trusted as paths)."""
-    return targets.join(target, targets.table_folder(name))
-
-
-def is_history_table(spark: SparkSession, path: str) -> bool:
-    """The Delta table at ``path`` exists and keeps its rows' history (SCD type 2: it has
-    ``_cdc_is_current``). Reads the table's log (no Spark job but the snapshot's)."""
-    from delta.tables import DeltaTable
-
-    return DeltaTable.isDeltaTable(spark, path) and "_cdc_is_current" in spark.read.format("delta").load(path).columns
-
-
-def threads() -> int:
-    """How many writes of a batch run at once (``CDCLAKE_APPLY_THREADS``, default 4)."""
-    return max(1, int(os.environ.get("CDCLAKE_APPLY_THREADS", "4")))
-
-
-def run_all(tasks: list, workers: int | None = None) -> list:
-    """Run the callables ``tasks`` in a thread pool; returns their results in order. Every task
-    runs to its end even when another fails; then the first failure is raised."""
-    if not tasks:
-        return []
-    if len(tasks) == 1:
-        return [tasks[0]()]
-    with ThreadPoolExecutor(max_workers=min(workers or threads(), len(tasks)), thread_name_prefix="cdclake-apply") as pool:
-        futures = [pool.submit(t) for t in tasks]
-        errors = [f.exception() for f in futures]
-    for e in errors:
-        if e is not None:
-            raise e
-    return [f.result() for f in futures]
-
-
-class TableFailed(Exception):
-    """One table's part of a batch failed or was refused: its name, the first line of the
-    cause, and the reject code its events get (``TABLE_FAILED``, ``TOO_MANY_COLUMNS``)."""
-
-    def __init__(self, table: str, reason: str, code: str = RejectCode.TABLE_FAILED.value):
-        super().__init__(f"{table}: {reason}")
-        self.table = table
-        self.reason = reason
-        self.code = code
-
-
-def _reason(e: BaseException) -> str:
-    """The first line of an exception's message (a JVM error's class and message)."""
-    java = getattr(e, "java_exception", None) or getattr(e, "_origin", None)
-    text = java.toString() if java is not None else f"{type(e).__name__}: {e}"
-    return text.strip().splitlines()[0][:500] if text.strip() else type(e).__name__
-
-
-def concurrent_conflict(e: BaseException) -> bool:
-    """A Delta optimistic-concurrency conflict: another writer committed first. Delta's
-    ``ConcurrentAppendException``, ``ConcurrentDeleteReadException``, ``MetadataChangedException``,
-    ``ProtocolChangedException`` (two writers creating one table) ... all extend
-    ``java.util.ConcurrentModificationException``; their error classes start ``DELTA_CONCURRENT``,
-    ``DELTA_METADATA_CHANGED``, ``DELTA_PROTOCOL_CHANGED``."""
-    java = getattr(e, "java_exception", None) or getattr(e, "_origin", None)  # Py4JJavaError / CapturedException
-    depth = 0
-    while java is not None and depth < 5:  # the exception and its causes
-        cls = java.getClass()
-        while cls is not None:
-            if cls.getName() == "java.util.ConcurrentModificationException":
-                return True
-            cls = cls.getSuperclass()
-        java, depth = java.getCause(), depth + 1
-    text = str(e)[:2000]
-    return any(code in text for code in ("DELTA_CONCURRENT", "DELTA_METADATA_CHANGED", "DELTA_PROTOCOL_CHANGED"))
-
-
-def guarded(name: str, task):
-    """Run one table's ``task``; an error raised by Spark, Delta or the file system becomes
-    :class:`TableFailed` (returned, not raised) so one bad table never stops the others. A Delta concurrency conflict (another
-    writer committed to the table first) is not the table's fault: it is raised as
-    ``CdclakeError(CONCURRENT_WRITE)``, and the batch is applied again by the next run with the
-    same identity (nothing twice)."""
-    from py4j.protocol import Py4JJavaError
-    from pyspark.errors.exceptions.captured import CapturedException
-
-    try:
-        return task()
-    except (Py4JJavaError, CapturedException, OSError) as e:  # Spark, Delta, the file system
-        # (a Python error of cdclake's own code is not caught: it is a bug, not the table's)
-        if concurrent_conflict(e):
-            raise CdclakeError(
-                "CONCURRENT_WRITE", f"another writer committed to table {name} first; run the ingest again ({_reason(e)})"
-            ) from None
-        return TableFailed(name, _reason(e))
+from cdclake.apply.delta_table import ApplyResult, TableApply, TableState, latest_version, prepare_table
+from cdclake.apply.plan import BatchPlan, follow_past_column_ddl, plan_batch
+from cdclake.apply.renames import apply_renames, keys_through_renames, relabel_late, step_done, written_after_rename
+from cdclake.apply.strategy import write_table
+from cdclake.apply.tasks import TableFailed, guarded, is_history_table, run_all, table_path
+from cdclake.errors import RejectCode
 
 
 def versioned(spark: SparkSession, applied: TableApply, path: str) -> TableApply:
@@ -183,6 +92,7 @@ def apply_batch(
     gate: bool = False,
     tx_timeout_ms: int = transactions.DEFAULT_TIMEOUT_MS,
     changelog: bool = True,
+    progress: audit.Progress | None = None,
 ) -> list[ApplyResult]:
     """Apply canonical events (EVENT_SCHEMA rows, any format) to the tables under ``target``.
 
@@ -200,6 +110,9 @@ def apply_batch(
     carry transaction boundaries). The gate also runs when the target holds events (unless
     ``plan`` is given); ``tx_timeout_ms`` is its timeout. ``changelog``: append the events to
     ``_cdclake/changelog`` (False for events cdclake makes itself: a table rename's).
+    ``progress``: the target's progress as the caller read it for this batch, after
+    :func:`cdclake.apply.audit.check_layout` (:func:`cdclake.pipeline.ingest_batch`); None: the
+    layout is checked and the progress read here.
     The batch's table renames (:attr:`BatchPlan.renames`) are applied after its tables
     (:func:`cdclake.apply.renames.apply_renames`); their results follow the tables'. Events of
     a renamed table's old name after the rename (a table created again under it) are applied
@@ -217,10 +130,9 @@ def apply_batch(
         CdclakeError(CONCURRENT_WRITE): another writer committed to a table first.
         CdclakeError(SCD_TYPE_MISMATCH): ``scd_type`` is not an existing table's.
     """
-    from cdclake.apply.renames import keys_through_renames
-
-    audit.check_layout(target, spark)
-    progress = audit.read_progress(spark, target)
+    if progress is None:
+        audit.check_layout(target, spark)
+        progress = audit.read_progress(spark, target)
     # a key configured for a table goes on with its renames (to names with none of their own)
     primary_keys = keys_through_renames(primary_keys, progress.table_states())
     batch_events = events  # the changelog's: the batch's own events, held ones included
@@ -245,8 +157,6 @@ def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, p
     rename to the new name (:func:`cdclake.apply.renames.relabel_late`); default
     ``changelog`` (events cdclake makes itself are never late). ``split``: the rename steps
     (old name, point) the batch was already split at (never split at one twice)."""
-    from cdclake.apply.renames import keys_through_renames
-
     if plan is None:
         plan = plan_batch(events, primary_keys)
     if plan.renames:  # the batch's renames give their new names the old one's configured key
@@ -259,8 +169,6 @@ def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, p
     states = progress.table_states()
     relabelled = None
     if (changelog if relabel is None else relabel) and any(st.renamed for st in states.values()):
-        from cdclake.apply.renames import relabel_late
-
         moved = relabel_late(events, plan, states, lambda name: is_history_table(spark, table_path(target, name)), primary_keys,
                              target)
         if moved is not None:  # events of a renamed table older than its rename: the new name's
@@ -269,8 +177,6 @@ def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, p
             relabelled = events
             plan = plan_batch(events, primary_keys)
     try:
-        from cdclake.apply.renames import step_done, written_after_rename
-
         cut = written_after_rename(plan, split)
         if cut is None:
             return _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tasks, plan, fmt, max_columns,
@@ -309,17 +215,56 @@ def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, p
             frames.release(relabelled)
 
 
+def reapply(spark: SparkSession, events: DataFrame, target: str, primary_keys: dict[str, list[str]] | None, txn: audit.Txn | None,
+            plan: BatchPlan, fmt: str, progress: audit.Progress) -> list[ApplyResult]:
+    """Apply ``events`` (EVENT_SCHEMA, kept by the caller) that cdclake read again from
+    ``_cdclake/changelog`` as a re-delivery (a rename's re-feed,
+    :mod:`cdclake.apply.renames`): no changelog append, events of a table renamed before the
+    batch and older than its rename moved to the new name. ``plan``: theirs
+    (:func:`plan_batch`); ``progress``: as read before. Returns one :class:`ApplyResult` per table."""
+    return _apply(spark, events, events, target, primary_keys, txn, None, plan, fmt, None, None, None, progress,
+                  changelog=False, relabel=True)
+
+
 def _planned_events(p) -> int:
     """The batch's events of the table ``p`` (a :class:`TablePlan`): data, DDL and snapshot ends."""
     return sum(p.counts.values()) + len(p.ddl) + p.snapshot_ends
+
+
+def _changelog_version(spark: SparkSession, target: str, progress: audit.Progress) -> int | None:
+    """The changelog's version as this batch leaves it, for the progress: the next batch's gate
+    reads the changelog without its own events (a re-delivered piece of an applied transaction,
+    :mod:`cdclake.apply.transactions`). Only when the one append since the last completed batch
+    is this batch's own (its first attempt's, after a crash): an append of a batch that failed
+    after it, under another identity, holds events no batch applied, so the version stays where
+    it was then (None)."""
+    now, before = latest_version(spark, f"{target}/{audit.CHANGELOG}"), progress.changelog_version()
+    return now if now == (0 if before is None else before + 1) else None
+
+
+def _held_state(spark: SparkSession, target: str, hold: transactions.Hold, progress: audit.Progress,
+                txn: audit.Txn | None) -> dict | None:
+    """The progress's held fields (:data:`cdclake.apply.audit.HELD_FIELDS`) after the gate's
+    decision ``hold``, None when it changed nothing. When what is held changed, the held table
+    is written first (after every table, before the progress that names its version: exactly
+    once, see :mod:`cdclake.apply.transactions`)."""
+    if not (hold.changed or hold.timed_out):
+        return None
+    before = progress.held()
+    given_up = before["timed_out_transactions"] + hold.timed_out
+    if hold.changed:
+        version = transactions.write_held(spark, target, hold, txn)
+        return {"held_transactions": hold.transactions, "held_events": hold.held_events,
+                "held_version": version, "held_since_ms": hold.held_since_ms, "timed_out_transactions": given_up}
+    # given up without anything held before or after (a re-delivered piece of an applied
+    # transaction): the held table stays as it is, the count moves
+    return {**before, "timed_out_transactions": given_up}
 
 
 def _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tasks, plan, fmt, max_columns, scd_type, hold,
                 progress, states, changelog):
     """:func:`_apply` of a batch none of whose renamed tables is written after its rename:
     its tables, then its table renames."""
-    from cdclake.apply.plan import follow_past_column_ddl
-
     follow_past_column_ddl(plan, {n: st.column_ddl for n, st in states.items() if st.column_ddl})
     plan_all = plan
     failures: dict[str, TableFailed] = {}
@@ -358,16 +303,7 @@ def _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tas
         for f in pending:
             if f.exception() is not None:
                 raise f.exception()
-        # the changelog as this batch leaves it: the next batch's gate reads it without its own
-        # events (a re-delivered piece of an applied transaction, cdclake.apply.transactions).
-        # Only when the one append since the last completed batch is this batch's own (its first
-        # attempt's, after a crash): an append of a batch that failed after it, under another
-        # identity, holds events no batch applied, so the version stays where it was then
-        changelog_version = None
-        if changelog:
-            now, before = latest_version(spark, f"{target}/{audit.CHANGELOG}"), progress.changelog_version()
-            if now == (0 if before is None else before + 1):
-                changelog_version = now
+        changelog_version = _changelog_version(spark, target, progress) if changelog else None
         failures = {f.table: f for f in failed}
         if failures:
             write_table_failures(events, [(p, failures[p.name]) for p in plan.tables if p.name in failures], fmt, target, txn)
@@ -381,21 +317,7 @@ def _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tas
         for p in plan.tables:
             history.extend(audit.schema_history_rows(p.ddl, results.get(p.name), p.name))
         deletes = [a.deletes for a in applied if a.deletes is not None]
-        held = None
-        if hold is not None and (hold.changed or hold.timed_out):
-            before = progress.held()
-            given_up = before["timed_out_transactions"] + hold.timed_out
-            if hold.changed:
-                # after every table, before the progress that names its version (exactly once:
-                # see cdclake.apply.transactions)
-                version = transactions.write_held(spark, target, hold, txn)
-                held = {"held_transactions": hold.transactions, "held_events": hold.held_events,
-                        "held_version": version, "held_since_ms": hold.held_since_ms,
-                        "timed_out_transactions": given_up}
-            else:
-                # given up without anything held before or after (a re-delivered piece of an
-                # applied transaction): the held table stays as it is, the count moves
-                held = {**before, "timed_out_transactions": given_up}
+        held = _held_state(spark, target, hold, progress, txn) if hold is not None else None
         with audit.txn_session(spark, txn):
             run_all(
                 [
@@ -413,7 +335,6 @@ def _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tas
         ApplyResult(name, failed=f"{f.code}: {f.reason}", failed_events=counts.get(name, 0)) for name, f in sorted(failures.items())
     ]
     if plan_all.renames:
-        from cdclake.apply.renames import apply_renames
-
-        out += apply_renames(spark, target, plan_all, txn, primary_keys, fmt, earlier=progress.rows)
+        out += apply_renames(spark, target, plan_all, txn, primary_keys, fmt, earlier=progress.rows, apply_events=apply_batch,
+                             reapply=reapply)
     return out

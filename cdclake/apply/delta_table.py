@@ -1,6 +1,6 @@
 """Apply one batch of canonical events to one Delta table (SCD type 1), in one Delta commit.
 
-A table created with ``scd_type=2`` keeps every row's history instead: :func:`write_table`
+A table created with ``scd_type=2`` keeps every row's history instead: :func:`cdclake.apply.strategy.write_table`
 hands it to :mod:`cdclake.apply.history`, which shares this module's preparation (schema
 evolution), its change rows (:func:`change_rows`) and its order.
 
@@ -64,9 +64,10 @@ from pyspark.sql import types as ST
 from cdclake import frames
 from cdclake.apply import types as T
 from cdclake.apply.moves import Entry, order_sort_key, resolve
-from cdclake.apply.plan import RECORD_FIELDS, TablePlan, _sql_str, ranked_key, truncate_key
+from cdclake.apply.plan import RECORD_FIELDS, TablePlan, names_back, ranked_key, truncate_key
 from cdclake.errors import CdclakeError
 from cdclake.normalize import pair_update_halves
+from cdclake.sqltext import quote_ident, sql_str
 from cdclake.values import cast_sql
 
 #: metadata columns added to every target table
@@ -131,7 +132,7 @@ def order_sql(rank: str, pos: str, sub: str, file: str, line: str, part: str, of
     )
 
 
-def _order_of_change(ord_: str) -> str:
+def order_of_change(ord_: str) -> str:
     """:func:`order_sql` of a folded change (``_ord`` of :func:`_fold`, ``s._ord`` in the MERGE)."""
     return order_sql(*(f"{ord_}.{f}" for f in ("_rank", "pos", "_sub", "file", "line", "part", "off")))
 
@@ -197,12 +198,10 @@ def remembered_struct_sql(c: str, types: dict[str, str], history: list = (), poi
     first of its names that holds a value (:func:`cdclake.apply.plan.names_back`); a column
     whose name denoted another column at the change's point (that column dropped or renamed
     after it, this one added later) is null. Without column DDL, ``from_json`` alone."""
-    from cdclake.apply.plan import names_back
-
     back = names_back(list(types), list(history))
     extra = {old: types[n] for n, (_since, hops) in back.items() for old, _ in hops if old not in types}
     schema = ", ".join(f"{q(n)} {t}" for n, t in {**types, **extra}.items())
-    parsed = f"from_json({c}, {_lit(schema)})"
+    parsed = f"from_json({c}, {sql_str(schema)})"
     if not extra and all(since is None and not hops for since, hops in back.values()):
         return parsed
     fields = []
@@ -210,10 +209,10 @@ def remembered_struct_sql(c: str, types: dict[str, str], history: list = (), poi
         value = f"{parsed}.{q(n)}"
         if hops:  # (newest name first; an older one only for a change older than its rename)
             value = "coalesce(" + ", ".join(
-                [value, *(f"CASE WHEN {point} < struct(1, {_order_sql(until)}) THEN {parsed}.{q(old)} END" for old, until in hops)]) + ")"
+                [value, *(f"CASE WHEN {point} < struct(1, {position_literal_sql(until)}) THEN {parsed}.{q(old)} END" for old, until in hops)]) + ")"
         if since is not None:
-            value = f"CASE WHEN {point} > struct(1, {_order_sql(since)}) THEN {value} END"
-        fields.append(f"{_lit(n)}, {value}")
+            value = f"CASE WHEN {point} > struct(1, {position_literal_sql(since)}) THEN {value} END"
+        fields.append(f"{sql_str(n)}, {value}")
     return f"named_struct({', '.join(fields)})"
 
 
@@ -221,11 +220,11 @@ def key_as_written_now(c: str, types: dict[str, str], history: list = (), point:
     """Column: the remembered key in JSON column ``c`` as a batch writes it now: read back with
     the key's types now (``types``: key column -> Spark type; a widened type writes its old
     values the same way) and names now (:func:`remembered_struct_sql`)."""
-    options = ", ".join(f"{_lit(k)}, {_lit(v)}" for k, v in KEY_JSON.items())
+    options = ", ".join(f"{sql_str(k)}, {sql_str(v)}" for k, v in KEY_JSON.items())
     return F.expr(f"to_json({remembered_struct_sql(c, types, history, point)}, map({options}))")
 
 
-def _record_of(ord_: str) -> str:
+def record_of_sql(ord_: str) -> str:
     """SQL: the ``_cdc_record`` struct of the order struct ``ord_`` (``_ord`` of :func:`_fold`,
     ``s._ord`` in the MERGE)."""
     return f"named_struct('file', {ord_}.file, 'line', {ord_}.line, 'partition', {ord_}.part, 'offset', {ord_}.off)"
@@ -251,9 +250,8 @@ def table_properties(names) -> dict[str, str]:
 
 
 #: key types whose batch range is put into the MERGE condition (see :func:`_merge`)
-def q(name: str) -> str:
-    """Back-quote an identifier for Spark SQL."""
-    return "`" + name.replace("`", "``") + "`"
+#: back-quote an identifier for Spark SQL (:func:`cdclake.sqltext.quote_ident`)
+q = quote_ident
 
 
 @dataclass
@@ -375,7 +373,7 @@ def evolve_table(
             holder, ended = _merge_chain(spark, path, plan, steps, current, COLUMN_ORDERS in columns, changes)
             if holder is not None:
                 batch_renames[new], points[new] = holder, ended
-        current = _source_columns(spark, path)
+        current = source_column_types(spark, path)
     renames = {new: old for new, old in batch_renames.items() if old in current and new not in current}
     # the new name exists: events written after the rename, delivered before it, made it (a
     # database refuses a rename onto an existing column): the two are merged into it
@@ -389,7 +387,7 @@ def evolve_table(
         _ensure_column_mapping(spark, path, changes, "to rename or drop a column")
         for new, old in merged.items():
             _merge_and_drop(spark, path, plan, old, new, points[new], COLUMN_ORDERS in columns, changes)
-        current = _source_columns(spark, path)
+        current = source_column_types(spark, path)
     drops = [n for n in plan.drops if n in current and n not in plan.key]
     if renames or drops:  # column mapping makes both a metadata change (no rewrite)
         _ensure_column_mapping(spark, path, changes, "to rename or drop a column")
@@ -397,7 +395,7 @@ def evolve_table(
             _rename_in_column_orders(spark, path, renames)  # the two does it again (no row names the old)
         if drops and COLUMN_ORDERS in columns:  # a column of that name added again later is not set yet
             m = q(COLUMN_ORDERS)
-            gone = ", ".join(_lit(n) for n in drops)
+            gone = ", ".join(sql_str(n) for n in drops)
             spark.sql(f"UPDATE delta.{q(path)} SET {m} = map_filter({m}, (k, v) -> NOT array_contains(array({gone}), k))"
                       f" WHERE arrays_overlap(map_keys({m}), array({gone}))")
         for new, old in renames.items():
@@ -406,7 +404,16 @@ def evolve_table(
         for n in drops:
             spark.sql(f"ALTER TABLE delta.{q(path)} DROP COLUMN {q(n)}")
             changes.append(f"drop column {n}")
-        current = _source_columns(spark, path)
+        current = source_column_types(spark, path)
+    _add_and_widen(spark, path, plan, current, changes)
+    return (source_column_types(spark, path) if changes else current), changes
+
+
+def _add_and_widen(spark: SparkSession, path: str, plan: TablePlan, current: dict[str, str], changes: list[str]) -> None:
+    """:func:`evolve_table`'s last step: add the batch's new columns (``plan.columns`` not in
+    ``current``, the table's source columns after renames and drops) and widen the columns whose
+    batch type is wider (in place where Delta's type widening allows, else by rewriting the
+    table); appends a line per change to ``changes``."""
     added = {n: t for n, t in plan.columns.items() if n not in current}
     if added and needs_column_mapping(added):
         _ensure_column_mapping(spark, path, changes, "a new column name needs it")
@@ -430,7 +437,6 @@ def evolve_table(
         df = spark.read.format("delta").load(path)
         df = df.select([F.col(q(c)).cast(rewrite[c]).alias(c) if c in rewrite else F.col(q(c)) for c in df.columns])
         df.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
-    return (_source_columns(spark, path) if changes else current), changes
 
 
 def _chains_held(plan: TablePlan, batch_renames: dict[str, str], current: dict[str, str]) -> dict[str, list]:
@@ -501,15 +507,15 @@ def _merge_renamed_column(spark: SparkSession, path: str, plan: TablePlan, old: 
     run again (a crash before the drop), it changes nothing more. ``by_column``: the table
     keeps :data:`COLUMN_ORDERS` (its ``new`` entry takes ``old``'s where ``old``'s value is
     taken; ``old``'s is removed)."""
-    point = f"CAST(named_struct('_rank', 1, 'pos', {_order_sql(order)}, '_sub', 0, 'file', NULL, 'line', NULL,"
+    point = f"CAST(named_struct('_rank', 1, 'pos', {position_literal_sql(order)}, '_sub', 0, 'file', NULL, 'line', NULL,"
     point += f" 'part', NULL, 'off', NULL) AS {ORDER_TYPE})"
-    row = _ord_sql(rank_sql("_cdc_op", plan.snapshot_by_position), "_cdc_position", "1", "_cdc_record")
+    row = ord_struct_sql(rank_sql("_cdc_op", plan.snapshot_by_position), "_cdc_position", "1", "_cdc_record")
     m = q(COLUMN_ORDERS)
     take = f"({column_order_sql(m, new, row) if by_column else row}) < {point}"
     # (a NULL new value only: one a snapshot read ranked below the stream wrote after the rename stays)
     sets = [f"{q(new)} = CASE WHEN {take} THEN coalesce({q(new)}, {q(old)}) ELSE {q(new)} END"]
     if by_column:
-        o, n = _lit(old), _lit(new)
+        o, n = sql_str(old), sql_str(new)
         value = f"CASE WHEN {take} THEN coalesce(element_at({m}, {o}), element_at({m}, {n})) ELSE element_at({m}, {n}) END"
         entry = f"CASE WHEN ({value}) IS NOT NULL THEN named_struct('key', {n}, 'value', {value}) END"
         sets.append(f"{m} = CASE WHEN {m} IS NULL THEN NULL ELSE map_concat(map_filter({m}, (k, v) -> k NOT IN ({o}, {n})),"
@@ -525,10 +531,10 @@ def _rename_in_column_orders(spark: SparkSession, path: str, renames: dict[str, 
     rewrites the files holding such rows), only in a batch whose DDL renames a column of a
     table with the map; a lambda over each map's few entries, not on the apply path."""
     m = q(COLUMN_ORDERS)
-    olds = ", ".join(_lit(o) for o in [*renames.values(), *renames])  # (a stale entry of a new name: removed)
-    moved = ", ".join(f"CASE WHEN map_contains_key({m}, {_lit(o)}) THEN named_struct('key', {_lit(n)}, 'value', element_at({m}, {_lit(o)})) END"
+    olds = ", ".join(sql_str(o) for o in [*renames.values(), *renames])  # (a stale entry of a new name: removed)
+    moved = ", ".join(f"CASE WHEN map_contains_key({m}, {sql_str(o)}) THEN named_struct('key', {sql_str(n)}, 'value', element_at({m}, {sql_str(o)})) END"
                       for n, o in renames.items())
-    named = " OR ".join(f"map_contains_key({m}, {_lit(o)})" for o in renames.values())
+    named = " OR ".join(f"map_contains_key({m}, {sql_str(o)})" for o in renames.values())
     spark.sql(f"UPDATE delta.{q(path)} SET {m} = map_concat(map_filter({m}, (k, v) -> NOT array_contains(array({olds}), k)),"
               f" map_from_entries(array_compact(array({moved})))) WHERE {named}")
 
@@ -543,12 +549,12 @@ def _columns(spark: SparkSession, path: str) -> dict[str, str]:
     return {f.name: f.dataType.simpleString() for f in DeltaTable.forPath(spark, path).toDF().schema.fields}
 
 
-def _source_columns(spark: SparkSession, path: str) -> dict[str, str]:
+def source_column_types(spark: SparkSession, path: str) -> dict[str, str]:
     """The source columns of the Delta table at ``path`` (without :data:`SYSTEM_COLUMNS`)."""
     return {n: t for n, t in _columns(spark, path).items() if n not in SYSTEM_COLUMNS}
 
 
-def _create_empty(spark: SparkSession, path: str, cols: dict[str, str], history: bool = False) -> None:
+def create_empty(spark: SparkSession, path: str, cols: dict[str, str], history: bool = False) -> None:
     builder = DeltaTable.createIfNotExists(spark).location(path)
     for name, typ in {**cols, **(SYSTEM_COLUMNS if history else META_COLUMNS)}.items():
         builder = builder.addColumn(name, typ)
@@ -590,7 +596,7 @@ def prepare_table(spark: SparkSession, plan: TablePlan, path: str, state: TableS
     schema evolution (:func:`evolve_table`), a truncate newer than the table's latest one
     (deletes the rows older than it), the empty table of a DDL-only batch.
 
-    Runs before the batch's idempotent writes begin (:func:`write_table` under Delta's
+    Runs before the batch's idempotent writes begin (:func:`cdclake.apply.strategy.write_table` under Delta's
     ``txnAppId``/``txnVersion``): a Delta commit made here under the batch's transaction
     identity would make the table skip the batch's MERGE.
 
@@ -632,7 +638,7 @@ def prepare_table(spark: SparkSession, plan: TablePlan, path: str, state: TableS
         prep.columns = _columns_of(plan)
         result.schema_changes = ["create table (" + ", ".join(f"{n} {t}" for n, t in prep.columns.items()) + ")", *plan.unapplied, *plan.ended]
         if not plan.has_changes:  # a DDL-only batch: the table exists from its DDL on
-            _create_empty(spark, path, prep.columns, prep.history)
+            create_empty(spark, path, prep.columns, prep.history)
             prep.exists = True
     else:  # a truncate of a table not created yet: the progress row remembers it
         prep.history = scd_type == 2
@@ -640,11 +646,12 @@ def prepare_table(spark: SparkSession, plan: TablePlan, path: str, state: TableS
     return prep
 
 
-def write_table(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_path: str) -> TableApply:
-    """The second step of a table's batch: the batch's last change per key MERGEd into the
-    table (or the write that creates it): one commit.
+def write_keyed(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_path: str) -> TableApply:
+    """The keyed strategy's write (SCD type 1, a table with a key; called by
+    :func:`cdclake.apply.strategy.write_table` for a table touched by the batch): the batch's
+    last change per key MERGEd into the table (or the write that creates it): one commit.
 
-    ``events``: EVENT_SCHEMA rows of the whole batch (persisted by the caller; filtered here to
+    ``events``: EVENT_SCHEMA rows of the whole batch (kept by the caller; filtered here to
     this table's ``data`` events). ``deletes_path``: the deletes table (``_cdclake/deletes``),
     read only when the batch holds a change older than the table's latest remembered delete.
 
@@ -655,26 +662,6 @@ def write_table(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_
     as an :class:`ApplyResult` inside a :class:`TableApply`.
     """
     out, plan, path, result = prep.out, prep.plan, prep.path, prep.out.result
-    if prep.history:
-        from cdclake.apply.history import history_deletes, truncates, write_history
-
-        if not out.touched:  # remember the truncate: a late change older than it ends there
-            out.deletes = history_deletes(spark, events, plan)
-            return out
-        # (not a DDL-only batch, unless it drops or renames a column of a table without a key,
-        # whose images are counted again: cdclake.apply.keyless)
-        if plan.has_changes or truncates(plan) or (not plan.key and prep.exists and plan.drops_or_renames_columns):
-            write_history(spark, events, prep, deletes_path)
-        _count_rows(spark, prep)
-        return out
-    if not out.touched:
-        return out
-    if not plan.key and (plan.has_changes or prep.exists and plan.drops_or_renames_columns):  # a multiset of rows
-        from cdclake.apply.keyless import write_keyless
-
-        write_keyless(spark, events, prep, deletes_path)
-        _count_rows(spark, prep)
-        return out
     columns = prep.columns
     rows_before = prep.rows_before
     if plan.has_changes:
@@ -688,25 +675,28 @@ def write_table(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_
         else:
             observed = Observation()
             rows = src.where(F.col("_op") != "d").observe(observed, F.count(F.lit(1)).alias("n"))
-            writer = _as_table_rows(rows, columns, prep.column_orders).write.format("delta").mode("append")
+            writer = as_table_rows(rows, columns, prep.column_orders).write.format("delta").mode("append")
             for k, v in table_properties(columns).items():
                 writer = writer.option(k, v)
             writer.save(path)
             result.inserted = int(observed.get["n"])
-        if plan.counts.get("d") or plan.counts.get("u"):
-            out.deletes = src.where(F.col("_op") == "d").select(
+        gone = src.where(F.col("_op") == "d")  # the batch's deletes and the old keys of its key changes
+        # a batch of updates without deletes remembers only the keys its updates moved away from:
+        # none in most batches (one small job over the kept rows instead of a commit to the deletes table)
+        if plan.counts.get("d") or moves is not None or (plan.counts.get("u") and not gone.isEmpty()):
+            out.deletes = gone.select(
                 F.lit(plan.name).alias("table"),
                 F.col("_key_json").alias("key"),
                 F.col("_ord.pos").alias("position"),
                 F.col("_pos_text").alias("position_text"),
-                F.expr(_record_of("_ord")).alias("record"),
+                F.expr(record_of_sql("_ord")).alias("record"),
                 F.col("_ord._sub").alias("sub"),
                 F.col("_etime").alias("event_time_ms"),
             )
             if moves is not None:
                 out.deletes = out.deletes.unionByName(moves, allowMissingColumns=True)
     prep.rows_before = rows_before
-    _count_rows(spark, prep)
+    count_rows(spark, prep)
     return out
 
 
@@ -752,7 +742,7 @@ def source_columns(spark: SparkSession, path: str) -> list[tuple[str, str]] | No
     return [(f.name, f.dataType.simpleString()) for f in schema.fields if not f.name.startswith("_cdc_")]
 
 
-def _count_rows(spark: SparkSession, prep: Prepared) -> None:
+def count_rows(spark: SparkSession, prep: Prepared) -> None:
     """Set the result's ``rows_now`` (counted again when the row count before is unknown) and,
     after a schema change, its ``schema`` and ``schema_version``."""
     result, path, rows_before = prep.out.result, prep.path, prep.rows_before
@@ -766,16 +756,7 @@ def _count_rows(spark: SparkSession, prep: Prepared) -> None:
         result.schema_version = latest_version(spark, path)  # (from the log: DeltaTable.history cost two jobs)
 
 
-def apply_table(
-    spark: SparkSession, events: DataFrame, plan: TablePlan, path: str, state: TableState, deletes_path: str
-) -> TableApply:
-    """Apply the batch's data events for ``plan``'s table to the Delta table at ``path``:
-    :func:`prepare_table` then :func:`write_table` (``state``: what earlier batches left, the
-    latest truncate and delete positions and the row count)."""
-    return write_table(spark, events, prepare_table(spark, plan, path, state), deletes_path)
-
-
-def _as_table_rows(src: DataFrame, columns: dict[str, str], by_column: bool = False) -> DataFrame:
+def as_table_rows(src: DataFrame, columns: dict[str, str], by_column: bool = False) -> DataFrame:
     """The folded rows (``_c<i>`` columns) as rows of the target table (source names);
     ``by_column``: with :data:`COLUMN_ORDERS` (the fold's ``_orders``)."""
     return src.select(
@@ -784,7 +765,7 @@ def _as_table_rows(src: DataFrame, columns: dict[str, str], by_column: bool = Fa
         F.col("_pos_text").alias("_cdc_position_text"),
         F.col("_op").alias("_cdc_op"),
         F.col("_etime").alias("_cdc_event_time_ms"),
-        F.expr(_record_of("_ord")).alias("_cdc_record"),
+        F.expr(record_of_sql("_ord")).alias("_cdc_record"),
         *([F.col("_orders").cast(PARTIAL_COLUMNS[COLUMN_ORDERS]).alias(COLUMN_ORDERS)] if by_column else []),
     )
 
@@ -829,7 +810,7 @@ def key_range_sql(plan: TablePlan, columns: dict[str, str], prefix: str = "", re
     elif isinstance(rng[0], int):
         lo, hi = (f"CAST({v} AS {t})" for v in rng)
     else:
-        lo, hi = (f"CAST({_lit(v)} AS {t})" for v in rng)
+        lo, hi = (f"CAST({sql_str(v)} AS {t})" for v in rng)
     return f"{prefix}{q(k0)} >= {lo} AND {prefix}{q(k0)} <= {hi}"
 
 
@@ -865,13 +846,13 @@ def _merge(
     names = list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
     cond = F.expr(merge_condition_sql(plan, columns, reach))
-    wins = f"({_order_of_change('s._ord')} > {_order_of_row('t', plan.snapshot_by_position)})"
+    wins = f"({order_of_change('s._ord')} > {_order_of_row('t', plan.snapshot_by_position)})"
     meta = {
         "_cdc_position": "s._ord.pos",
         "_cdc_position_text": "s._pos_text",
         "_cdc_op": "s._op",
         "_cdc_event_time_ms": "s._etime",
-        "_cdc_record": _record_of("s._ord"),
+        "_cdc_record": record_of_sql("s._ord"),
     }
     insert = {q(n): f"s.{alias[n]}" for n in names}
     insert.update({q(k): v for k, v in meta.items()})
@@ -920,7 +901,7 @@ def _by_column_sets(plan: TablePlan, names: list[str], alias: dict[str, str], me
     every column has the row's order). The update applies where the source is newer than the
     row or sets a column: an older insert arriving after a partial update fills the columns the
     update did not carry, and an older change never undoes a newer one's column."""
-    row = _ord_sql(rank_sql("t._cdc_op", plan.snapshot_by_position), "t._cdc_position", "1", "t._cdc_record")
+    row = ord_struct_sql(rank_sql("t._cdc_op", plan.snapshot_by_position), "t._cdc_position", "1", "t._cdc_record")
     m = f"t.{q(COLUMN_ORDERS)}"
     update: dict[str, str] = {}
     takes: list[str] = []
@@ -942,13 +923,13 @@ def _by_column_sets(plan: TablePlan, names: list[str], alias: dict[str, str], me
     return update, " OR ".join([wins, *takes])
 
 
-def _table_events(events: DataFrame, plan: TablePlan) -> DataFrame:
+def table_events(events: DataFrame, plan: TablePlan) -> DataFrame:
     """The batch's data events of ``plan``'s table (truncates included)."""
     def same(c: str, v: str | None) -> str:
-        return f"`{c}` IS NULL" if v is None else f"`{c}` <=> {_lit(v)}"
+        return f"`{c}` IS NULL" if v is None else f"`{c}` <=> {sql_str(v)}"
 
     # (one SQL text: a py4j call, not one per operator)
-    return events.where(f"`kind` = 'data' AND {same('database', plan.database)} AND {same('schema', plan.schema)} AND `table` = {_lit(plan.table)}")
+    return events.where(f"`kind` = 'data' AND {same('database', plan.database)} AND {same('schema', plan.schema)} AND `table` = {sql_str(plan.table)}")
 
 
 def _applicable(ev: DataFrame) -> DataFrame:
@@ -956,7 +937,7 @@ def _applicable(ev: DataFrame) -> DataFrame:
     return ev.where("CASE WHEN op = 'd' THEN before IS NOT NULL ELSE after IS NOT NULL END")
 
 
-def _ord_sql(rank: str, pos: str, sub: str, record: str) -> str:
+def ord_struct_sql(rank: str, pos: str, sub: str, record: str) -> str:
     """SQL: an order struct (:data:`ORDER_TYPE`) from a record struct ``record`` (file, line,
     partition, offset)."""
     return (
@@ -965,9 +946,70 @@ def _ord_sql(rank: str, pos: str, sub: str, record: str) -> str:
     )
 
 
-def _order_sql(order: list) -> str:
+def position_literal_sql(order: list) -> str:
     """SQL literal of a ``position.order`` (array<decimal(38,0)>; a None element is null)."""
     return "array(" + ", ".join(f"cast({'null' if v is None else v} as decimal(38,0))" for v in order) + ")"
+
+
+def _names_of(plan: TablePlan, n: str) -> list[str]:
+    """Column ``n``'s names in the batch: its own, then (an event written before the batch's DDL
+    renamed it) each earlier one of its chain of renames."""
+    if n not in plan.renames:
+        return [n]
+    return [n, *plan.rename_from.get(n, [plan.renames[n]])]
+
+
+def _value_sql(plan: TablePlan, img: str, n: str) -> str:
+    """SQL: column ``n``'s text in the image map ``img`` (under the name it had at the event)."""
+    each = [f"element_at({img}, {sql_str(m)})" for m in _names_of(plan, n)]
+    return each[0] if len(each) == 1 else f"coalesce({', '.join(each)})"
+
+
+def _carried_sql(plan: TablePlan, n: str) -> str:
+    """SQL: the event carries column ``n`` (or an earlier name of it) in ``present``."""
+    each = [f"array_contains(present, {sql_str(m)})" for m in _names_of(plan, n)]
+    return each[0] if len(each) == 1 else f"({' OR '.join(each)})"
+
+
+def _has(plan: TablePlan, n: str):
+    """Column: the before image names column ``n`` (or an earlier name of it)."""
+    return F.expr(" OR ".join(f"map_contains_key(before, {sql_str(m)})" for m in _names_of(plan, n)))
+
+
+def _paired(ev: DataFrame) -> DataFrame:
+    """:func:`change_rows`' events with their update halves paired (``_sub`` added): a before half
+    whose after half is not in the batch (it came in an earlier batch or comes in a later one)
+    deletes its row, ordered before every change of its position (``_sub`` 0): it removes the
+    old key's row of a key change and never the row its after half writes."""
+    lone = (F.col("op") == "u") & F.col("after").isNull() & F.col("before").isNotNull() & F.col("present").isNull()
+    return (
+        pair_update_halves(ev, keep_lone_before=True)
+        .withColumn("_sub", F.when(lone, 0).otherwise(1))
+        .withColumn("op", F.when(lone, F.lit("d")).otherwise(F.col("op")))
+    )
+
+
+def _completed_partials(ev: DataFrame, plan: TablePlan, names: list[str]) -> DataFrame:
+    """:func:`change_rows`' events with each partial update whose before image holds every
+    column made a full one: its after image is the before image with the carried columns
+    replaced. It is then matched and moved like a full update: on a table without a key (the
+    whole before image is the match), and when it changes the key (the old key's row is
+    deleted). On a table without a key every partial update with a before image is: that image
+    is the row's identity, so a column it lacks reads as NULL, as in a full image. Right for a
+    column added by DDL after the change was written; a producer that leaves a column of the
+    row out of the before image (LOBs) makes the match miss, as it did before."""
+    complete = (F.col("op") == "u") & F.col("present").isNotNull() & F.col("before").isNotNull()
+    if plan.key:
+        for n in names:
+            complete = complete & _has(plan, n)
+    whole = F.map_from_arrays(
+        F.array(*[F.lit(n) for n in names]),
+        F.array(*[F.when(F.expr(_carried_sql(plan, n)), F.expr(_value_sql(plan, "after", n)))
+                  .otherwise(F.expr(_value_sql(plan, "before", n))) for n in names]),
+    )
+    return ev.withColumn("after", F.when(complete, whole).otherwise(F.col("after"))).withColumn(
+        "present", F.when(complete, F.lit(None).cast("array<string>")).otherwise(F.col("present"))
+    )
 
 
 def change_rows(
@@ -998,75 +1040,19 @@ def change_rows(
     key = plan.key or list(columns)
     names = list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
-    ev = _table_events(events, plan).where(F.col("op") != "t")
-    if plan.halves:
-        # a before half whose after half is not in the batch (it came in an earlier batch or
-        # comes in a later one) deletes its row, ordered before every change of its position:
-        # it removes the old key's row of a key change and never the row its after half writes
-        lone = (F.col("op") == "u") & F.col("after").isNull() & F.col("before").isNotNull() & F.col("present").isNull()
-        ev = (
-            pair_update_halves(ev, keep_lone_before=True)
-            .withColumn("_sub", F.when(lone, 0).otherwise(1))
-            .withColumn("op", F.when(lone, F.lit("d")).otherwise(F.col("op")))
-        )
-    else:
-        ev = ev.withColumn("_sub", F.lit(1))
+    ev = table_events(events, plan).where(F.col("op") != "t")
+    ev = _paired(ev) if plan.halves else ev.withColumn("_sub", F.lit(1))
     ev = _applicable(ev).withColumn("_rank", F.expr(rank or rank_sql("op", plan.snapshot_by_position)).cast("int"))
     if truncate is not None:
         change = order_sql("_rank", "position.order", "_sub", *(f"source_record.{f}" for f in RECORD_FIELDS))
         ev = ev.where(F.expr(f"{change} > {truncate_sql(truncate)}"))
 
-    def names_of(n: str) -> list[str]:
-        """Column ``n``'s names: its own, then (an event written before the batch's DDL renamed
-        it) each earlier one of its chain of renames."""
-        if n not in plan.renames:
-            return [n]
-        return [n, *plan.rename_from.get(n, [plan.renames[n]])]
-
-    def value(img: str, n: str) -> str:
-        """SQL: column ``n``'s text in image ``img`` (under the name it had at the event)."""
-        each = [f"element_at({img}, {_lit(m)})" for m in names_of(n)]
-        return each[0] if len(each) == 1 else f"coalesce({', '.join(each)})"
-
-    def typed(img: str, n: str):
-        return F.expr(cast_sql(value(img, n), columns[n]))
-
-    def carried_sql(n: str) -> str:
-        """SQL: the event carries column ``n`` (or an earlier name of it) in ``present``."""
-        each = [f"array_contains(present, {_lit(m)})" for m in names_of(n)]
-        return each[0] if len(each) == 1 else f"({' OR '.join(each)})"
-
-    def carried(n: str):
-        return F.expr(carried_sql(n))
-
-    def has(n: str):
-        """The before image names column ``n`` (or an earlier name of it)."""
-        return F.expr(" OR ".join(f"map_contains_key(before, {_lit(m)})" for m in names_of(n)))
-
     if plan.partial:
-        # A partial update whose before image holds every column is a full one: its after image
-        # is the before image with the carried columns replaced. It is then matched and moved
-        # like a full update: on a table without a key (the whole before image is the match),
-        # and when it changes the key (the old key's row is deleted). On a table without a key
-        # every partial update with a before image is: that image is the row's identity, so a
-        # column it lacks reads as NULL, as in a full image. Right for a column added by DDL
-        # after the change was written; a producer that leaves a column of the row out of the
-        # before image (LOBs) makes the match miss, as it did before.
-        complete = (F.col("op") == "u") & F.col("present").isNotNull() & F.col("before").isNotNull()
-        if plan.key:
-            for n in names:
-                complete = complete & has(n)
-        whole = F.map_from_arrays(
-            F.array(*[F.lit(n) for n in names]),
-            F.array(*[F.when(carried(n), F.expr(value("after", n))).otherwise(F.expr(value("before", n))) for n in names]),
-        )
-        ev = ev.withColumn("after", F.when(complete, whole).otherwise(F.col("after"))).withColumn(
-            "present", F.when(complete, F.lit(None).cast("array<string>")).otherwise(F.col("present"))
-        )
+        ev = _completed_partials(ev, plan, names)
 
     # An update that changes the key first deletes the row of the old key (same position).
-    key_after = F.struct(*[typed("after", k).alias(alias[k]) for k in key])
-    key_before = F.struct(*[typed("before", k).alias(alias[k]) for k in key])
+    key_after = F.struct(*[F.expr(cast_sql(_value_sql(plan, "after", k), columns[k])).alias(alias[k]) for k in key])
+    key_before = F.struct(*[F.expr(cast_sql(_value_sql(plan, "before", k), columns[k])).alias(alias[k]) for k in key])
     moves = bool(plan.moves and plan.key)
     # a partial update that moves its row (plan.moves): its before image names every key
     # column, with another key; the columns it does not carry come from the old key's row
@@ -1078,7 +1064,7 @@ def change_rows(
     if moves:
         moving = changes_key & F.col("present").isNotNull()
         for k in key:  # (both images name the key: a partial image without it is no move)
-            moving = moving & has(k) & carried(k)
+            moving = moving & _has(plan, k) & F.expr(_carried_sql(plan, k))
         ev = ev.withColumn("_from", F.when(moving, key_before))
     rows = ev
     if plan.counts.get("u"):
@@ -1097,14 +1083,97 @@ def change_rows(
         " 'part', source_record.partition, 'off', source_record.offset) AS _ord",
         "position.text AS _pos_text",
         "event_time_ms AS _etime",
-        *[f"{cast_sql(value('_img', n), columns[n])} AS {alias[n]}" for n in names],
-        *[f"_img IS NOT NULL AND (present IS NULL OR {carried_sql(n)}) AS _p{alias[n]}" for n in names],
+        *[f"{cast_sql(_value_sql(plan, '_img', n), columns[n])} AS {alias[n]}" for n in names],
+        *[f"_img IS NOT NULL AND (present IS NULL OR {_carried_sql(plan, n)}) AS _p{alias[n]}" for n in names],
         *(["_from"] if moves else []),
     )
 
 
 #: the columns of a change row (:func:`change_rows`) besides the table's ``_c<i>``/``_p_c<i>``
 _ROW_META = ["_op", "_present", "_ord", "_pos_text", "_etime"]
+
+
+def _before_the_move(df: DataFrame, want: DataFrame, keys: list[str]) -> DataFrame:
+    """The changes of ``df`` (change rows) of each move's old key (``want``: ``_m_from``, the
+    old key as a struct of ``keys``; ``_m_ord``, the move's order) older than the move, joined
+    with it (broadcast); not the update's own delete of the old key's row (same record, sub 0)."""
+    w = F.broadcast(want)
+    cond = F.col("_ord") < w["_m_ord"]
+    for a in keys:
+        cond = cond & df[a].eqNullSafe(w["_m_from"][a])
+    own_delete = F.col("_ord").withField("_sub", F.lit(0)).eqNullSafe(w["_m_ord"].withField("_sub", F.lit(0)))
+    return df.join(w, cond & ~own_delete)
+
+
+def _carried_orders(df: DataFrame, values: list[str]) -> list:
+    """``_o_c<i>`` per column of ``values`` (``_c<i>`` names): a change's order for each column
+    it carries (its own ``_o_c<i>`` where ``df`` has one, else its ``_ord``), null for the others."""
+    return [F.when(F.col("_p" + a), F.coalesce(*([F.col("_o" + a)] if "_o" + a in df.columns else []), F.col("_ord").cast(ORDER_TYPE)))
+            .alias("_o" + a) for a in values]
+
+
+def _truncate_points(truncates: DataFrame, want: DataFrame, types: ST.StructType, values: list[str], history: bool) -> DataFrame:
+    """:func:`fill_moves`' points of the batch's truncates (``truncates``: ``_ord``) older than
+    each move (``want``: ``_m_from``, ``_m_ord``): a truncate ends every key, its point has no
+    values (``types``: the rows' schema)."""
+    ended = truncates.select(F.col("_ord").cast(ORDER_TYPE).alias("_ord")).join(F.broadcast(want), F.col("_ord") < F.col("_m_ord"))
+    return ended.select(*[F.lit(None).cast(types[a].dataType).alias(a) for a in values], *[F.lit(True).alias("_p" + a) for a in values],
+                        F.lit("t").alias("_op"), F.lit(None).cast("array<string>").alias("_present"), "_ord",
+                        F.lit(None).cast(types["_pos_text"].dataType).alias("_pos_text"),
+                        F.lit(None).cast(types["_etime"].dataType).alias("_etime"), *[F.col("_ord").alias("_o" + a) for a in values],
+                        "_m_from", "_m_ord", *([F.lit(1).alias("_src")] if history else []))
+
+
+def _one_point_per_order(points: DataFrame, values: list[str], flags: list[str], orders: list[str]) -> DataFrame:
+    """:func:`fill_moves`' points of a history table, per move (``_m_from``, ``_m_ord``): one
+    point per order (the lower ``_src``: a stored version before the batch's change of the same
+    order); the oldest, when stored, carries every column (the versions before it were not read)."""
+    per_move = Window.partitionBy("_m_from", "_m_ord")
+    points = points.withColumn("_n", F.row_number().over(per_move.orderBy("_ord", "_src")))
+    points = points.withColumn("_dup", F.lag("_ord").over(per_move.orderBy("_ord", "_src")).eqNullSafe(F.col("_ord"))).where(~F.col("_dup"))
+    whole = (F.col("_n") == 1) & (F.col("_src") == 0) & ~F.col("_op").isin("d", "t")
+    return points.select(
+        *values, *[(F.col(f) | whole).alias(f) for f in flags], "_op",
+        F.when(whole, F.lit(None).cast("array<string>")).otherwise(F.col("_present")).alias("_present"), "_ord", "_pos_text", "_etime",
+        *[F.when(whole & F.col(o).isNull(), F.col("_ord").cast(ORDER_TYPE)).otherwise(F.col(o)).alias(o) for o in orders], "_m_from", "_m_ord")
+
+
+def _with_filled(rows: DataFrame, state: DataFrame, names: list[str], alias: dict[str, str], keys: list[str], given: list[str],
+                 history: bool) -> DataFrame:
+    """:func:`fill_moves`' last step: each moving row of ``rows`` (``_from`` set) joined with its
+    old key's ``state`` (the fold before the move: ``_s_op``, ``_s_c<i>``, ``_s_p_c<i>``,
+    ``_s_o_c<i>``) takes the values it does not carry from it (``_o_c<i>``: the order of the
+    change a filled column took); the other rows are kept as they are (``_o_c<i>`` null)."""
+    values = [alias[n] for n in names]
+    flags = ["_p" + a for a in values]
+    moving = F.col("_from").isNotNull()
+    m = rows.where(moving).join(state, F.col("_from").eqNullSafe(F.col("_m_from")) & F.col("_ord").eqNullSafe(F.col("_m_ord")), "left")
+    filled_cols, filled_flags, filled_orders = [], [], []
+    for a in values:
+        if a in keys:
+            filled_cols.append(F.col(a))
+            filled_flags.append(F.col("_p" + a))
+            continue
+        use = F.coalesce(~F.col("_p" + a) & ~F.col("_s_op").isin("d", "t") & F.col("_s_p" + a), F.lit(False))
+        filled_cols.append(F.when(use, F.col("_s" + a)).otherwise(F.col(a)))
+        filled_flags.append(F.col("_p" + a) | use)
+        filled_orders.append(F.when(use, F.col("_s_o" + a)).otherwise(F.col("_o" + a) if "_o" + a in given else F.lit(None)).alias("_o" + a))
+    whole = F.lit(True)
+    for f in filled_flags:
+        whole = whole & f
+    keep = [] if history else ["_from"]
+    other = [c for c in rows.columns if c not in values + flags + ["_present"] + keep + given]
+    filled = m.select(
+        *[c.alias(a) for c, a in zip(filled_cols, values)],
+        *[f.alias(n) for f, n in zip(filled_flags, flags)],
+        F.when(whole, F.lit(None).cast("array<string>"))
+        .otherwise(F.array_compact(F.array(*[F.when(f, F.lit(n)) for n, f in zip(names, filled_flags)]))).alias("_present"),
+        *other,
+        *filled_orders,
+    )
+    kept = rows.where(~moving).drop(*keep).select(
+        "*", *[F.lit(None).cast(ORDER_TYPE).alias("_o" + a) for a in values if a not in keys and "_o" + a not in given])
+    return kept.unionByName(filled)
 
 
 def fill_moves(
@@ -1157,83 +1226,30 @@ def fill_moves(
     moving = F.col("_from").isNotNull()
     want = rows.where(moving).select(F.col("_from").alias("_m_from"), F.col("_ord").alias("_m_ord")).distinct()
 
-    def before_the_move(df: DataFrame) -> DataFrame:
-        w = F.broadcast(want)
-        cond = F.col("_ord") < w["_m_ord"]
-        for a in keys:
-            cond = cond & df[a].eqNullSafe(w["_m_from"][a])
-        # (not the update's own delete of the old key's row: same record, sub 0)
-        own_delete = F.col("_ord").withField("_sub", F.lit(0)).eqNullSafe(w["_m_ord"].withField("_sub", F.lit(0)))
-        return df.join(w, cond & ~own_delete)
-
-    def each(df: DataFrame) -> list:  # a change's order for each column it carries
-        return [F.when(F.col("_p" + a), F.coalesce(*([F.col("_o" + a)] if "_o" + a in df.columns else []), F.col("_ord").cast(ORDER_TYPE)))
-                .alias("_o" + a) for a in values]
-
     orders = ["_o" + a for a in values]
     given = [c for c in rows.columns if c.startswith("_o_c")]  # (follow_moves' copies: their columns' own orders)
     src = ["_src"] if history else []
-    own = before_the_move((rows if read_from is None else read_from).select(*values, *flags, *_ROW_META, *given, *src))
-    parts = [own.select(*values, *flags, *_ROW_META, *each(own), "_m_from", "_m_ord", *src)]
+    own = _before_the_move((rows if read_from is None else read_from).select(*values, *flags, *_ROW_META, *given, *src), want, keys)
+    parts = [own.select(*values, *flags, *_ROW_META, *_carried_orders(own, values), "_m_from", "_m_ord", *src)]
     if prior is not None and history:  # versions as points: each carries what its change carried
-        old = before_the_move(prior.select(*values, *flags, *_ROW_META, "_src"))
-        parts.append(old.select(*values, *flags, *_ROW_META, *each(old), "_m_from", "_m_ord", "_src"))
+        old = _before_the_move(prior.select(*values, *flags, *_ROW_META, "_src"), want, keys)
+        parts.append(old.select(*values, *flags, *_ROW_META, *_carried_orders(old, values), "_m_from", "_m_ord", "_src"))
     elif prior is not None:
         if orders[0] not in prior.columns:  # full images: every column has the row's order
             prior = prior.select(*values, *[F.lit(True).alias(f) for f in flags], "_op", F.lit(None).cast("array<string>").alias("_present"),
                                  F.col("_ord").cast(ORDER_TYPE).alias("_ord"), "_pos_text", "_etime")
-            prior = prior.select("*", *each(prior))
-        parts.append(before_the_move(prior).select(*values, *flags, *_ROW_META, *orders, "_m_from", "_m_ord"))
+            prior = prior.select("*", *_carried_orders(prior, values))
+        parts.append(_before_the_move(prior, want, keys).select(*values, *flags, *_ROW_META, *orders, "_m_from", "_m_ord"))
     if truncates is not None:  # a truncate ends every key: its point has no values
-        types = rows.schema
-        ended = truncates.select(F.col("_ord").cast(ORDER_TYPE).alias("_ord")).join(
-            F.broadcast(want), F.col("_ord") < F.col("_m_ord"))
-        parts.append(ended.select(*[F.lit(None).cast(types[a].dataType).alias(a) for a in values], *[F.lit(True).alias(f) for f in flags],
-                                  F.lit("t").alias("_op"), F.lit(None).cast("array<string>").alias("_present"), "_ord",
-                                  F.lit(None).cast(types["_pos_text"].dataType).alias("_pos_text"),
-                                  F.lit(None).cast(types["_etime"].dataType).alias("_etime"), *[F.col("_ord").alias(o) for o in orders],
-                                  "_m_from", "_m_ord", *([F.lit(1).alias("_src")] if history else [])))
+        parts.append(_truncate_points(truncates, want, rows.schema, values, history))
     points = reduce(DataFrame.unionByName, parts)
     if history:  # one point per order (the lower _src); the oldest, when stored, carries every column
-        per_move = Window.partitionBy("_m_from", "_m_ord")
-        points = points.withColumn("_n", F.row_number().over(per_move.orderBy("_ord", "_src")))
-        points = points.withColumn("_dup", F.lag("_ord").over(per_move.orderBy("_ord", "_src")).eqNullSafe(F.col("_ord"))).where(~F.col("_dup"))
-        whole = (F.col("_n") == 1) & (F.col("_src") == 0) & ~F.col("_op").isin("d", "t")
-        points = points.select(
-            *values, *[(F.col(f) | whole).alias(f) for f in flags], "_op",
-            F.when(whole, F.lit(None).cast("array<string>")).otherwise(F.col("_present")).alias("_present"), "_ord", "_pos_text", "_etime",
-            *[F.when(whole & F.col(o).isNull(), F.col("_ord").cast(ORDER_TYPE)).otherwise(F.col(o)).alias(o) for o in orders], "_m_from", "_m_ord")
+        points = _one_point_per_order(points, values, flags, orders)
     state = _fold_partial(points, ["_m_from", "_m_ord"], names, alias, given=True).select(
         "_m_from", "_m_ord", F.col("_op").alias("_s_op"), *[F.col(c).alias("_s" + c) for c in values + flags],
         *[F.col("_o" + a).alias("_s_o" + a) for a in values if a not in keys],
     )
-    m = rows.where(moving).join(state, F.col("_from").eqNullSafe(F.col("_m_from")) & F.col("_ord").eqNullSafe(F.col("_m_ord")), "left")
-    filled_cols, filled_flags, filled_orders = [], [], []
-    for a in values:
-        if a in keys:
-            filled_cols.append(F.col(a))
-            filled_flags.append(F.col("_p" + a))
-            continue
-        use = F.coalesce(~F.col("_p" + a) & ~F.col("_s_op").isin("d", "t") & F.col("_s_p" + a), F.lit(False))
-        filled_cols.append(F.when(use, F.col("_s" + a)).otherwise(F.col(a)))
-        filled_flags.append(F.col("_p" + a) | use)
-        filled_orders.append(F.when(use, F.col("_s_o" + a)).otherwise(F.col("_o" + a) if "_o" + a in given else F.lit(None)).alias("_o" + a))
-    whole = F.lit(True)
-    for f in filled_flags:
-        whole = whole & f
-    keep = [] if history else ["_from"]
-    other = [c for c in rows.columns if c not in values + flags + ["_present"] + keep + given]
-    filled = m.select(
-        *[c.alias(a) for c, a in zip(filled_cols, values)],
-        *[f.alias(n) for f, n in zip(filled_flags, flags)],
-        F.when(whole, F.lit(None).cast("array<string>"))
-        .otherwise(F.array_compact(F.array(*[F.when(f, F.lit(n)) for n, f in zip(names, filled_flags)]))).alias("_present"),
-        *other,
-        *filled_orders,
-    )
-    kept = rows.where(~moving).drop(*keep).select(
-        "*", *[F.lit(None).cast(ORDER_TYPE).alias("_o" + a) for a in values if a not in keys and "_o" + a not in given])
-    return kept.unionByName(filled)
+    return _with_filled(rows, state, names, alias, keys, given, history)
 
 
 #: a remembered move (``_cdclake/deletes`` ``op``): a partial update moved the row of ``key`` to
@@ -1241,7 +1257,7 @@ def fill_moves(
 MOVED = "m"
 
 
-def _moves_to_remember(rows: DataFrame, plan: TablePlan, columns: dict[str, str]) -> DataFrame:
+def moves_to_remember(rows: DataFrame, plan: TablePlan, columns: dict[str, str]) -> DataFrame:
     """``_cdclake/deletes`` rows (``table``, ``key``, ``position``, ``position_text``,
     ``record``, ``sub`` 0, ``event_time_ms``, ``op`` :data:`MOVED`, ``to``, ``present``) of the
     batch's partial updates that move a row to a new key (``rows`` of :func:`change_rows` with
@@ -1259,7 +1275,7 @@ def _moves_to_remember(rows: DataFrame, plan: TablePlan, columns: dict[str, str]
         F.to_json(F.struct(*[F.col("_from").getField(alias[k]).alias(k) for k in plan.key]), KEY_JSON).alias("key"),
         F.col("_ord.pos").alias("position"),
         F.col("_pos_text").alias("position_text"),
-        F.expr(_record_of("_ord")).alias("record"),
+        F.expr(record_of_sql("_ord")).alias("record"),
         F.lit(0).alias("sub"),
         F.col("_etime").alias("event_time_ms"),
         F.lit(MOVED).alias("op"),
@@ -1268,12 +1284,76 @@ def _moves_to_remember(rows: DataFrame, plan: TablePlan, columns: dict[str, str]
     )
 
 
+def _remembered_reach(spark: SparkSession, plan: TablePlan, columns: dict[str, str], deletes_path: str) -> tuple[list, object]:
+    """:func:`follow_moves`' chains: the table's remembered moves not older than the batch's
+    oldest change and the remembered deletes of the keys they touch (two small Spark jobs,
+    none more when there is no such move), resolved on the driver
+    (:func:`cdclake.apply.moves.resolve`). Returns the reaches (empty: nothing to follow) and
+    the Spark type of their orders (None when empty)."""
+    key_types = {k: columns[k] for k in plan.key}
+    rem = read_deletes(spark, deletes_path, plan.name)
+    rem = rem.where(F.col("key").isNotNull() & (F.col("op").isNull() | F.col("op").isin("d", MOVED)))
+    if plan.min_data is not None:  # (an entry older than the batch's oldest change decides nothing)
+        rank, order = plan.min_data
+        rem = rem.where(F.expr(f"struct(1, position) >= struct({rank}, {position_literal_sql(order)})"))
+    ent = rem.select(key_as_written_now("key", key_types, plan.column_history).alias("k"), F.expr(_ORDER_OF_DELETE).alias("o"),
+                     F.when(F.col("op") == MOVED, key_as_written_now("to", key_types, plan.column_history)).alias("t"))
+    moved = ent.where(F.col("t").isNotNull()).collect()
+    if not moved:
+        return [], None
+    touched = sorted({r.k for r in moved} | {r.t for r in moved})
+    ended = ent.where(F.col("t").isNull() & F.col("k").isin(touched)).collect()
+    return resolve([Entry(r.k, r.o, order_sort_key(r.o), r.t) for r in moved + ended]), ent.schema["o"].dataType
+
+
+def _uncut(cand: DataFrame, dels: DataFrame) -> DataFrame:
+    """:func:`follow_moves`' candidate copies (``cand``: a change's key ``_kj`` and order
+    ``_co`` joined with its reach, ``_i_hi``, ``_i_segs``) without those whose chain a delete of
+    the batch cuts (``dels``: ``_dk`` key JSON, ``_do`` order): a delete inside any stretch of
+    the chain, the first one beginning at the change itself."""
+    first = F.struct(F.col("_kj").alias("k"), F.col("_co").alias("lo"), F.lit(True).alias("incl"), F.col("_i_hi").alias("hi"))
+    stretches = cand.select(F.col("_kj").alias("_hk"), F.col("_co").alias("_hc"),
+                            F.explode(F.concat(F.array(first), F.col("_i_segs"))).alias("_s"))
+    s = F.col("_s")
+    cut = stretches.join(dels, (s["k"] == F.col("_dk")) & F.when(s["incl"], F.col("_do") >= s["lo"]).otherwise(F.col("_do") > s["lo"])
+                         & (s["hi"].isNull() | (F.col("_do") < s["hi"])), "left_semi").select("_hk", "_hc")
+    return cand.join(cut, (F.col("_kj") == F.col("_hk")) & F.col("_co").eqNullSafe(F.col("_hc")), "left_anti")
+
+
+def _moved_copies(cand: DataFrame, rows: DataFrame, plan: TablePlan, columns: dict[str, str], alias: dict[str, str],
+                  key_schema: str) -> tuple[DataFrame, list[str]]:
+    """:func:`follow_moves`' copies: each candidate change (``cand``, joined with its reach:
+    ``_i_to`` the key it goes to, ``_i_via`` the move that brings it) as a partial update of
+    that key (``rows``' columns, ``_ord`` the move's order), with ``_o_c<i>`` the change's own
+    order per column it carries and ``_moved_in`` true. Returns the copies and the ``_o_c<i>``
+    names."""
+    carried = [n for n in columns if n not in plan.key]
+    orders = ["_o" + alias[n] for n in carried]
+    to = F.from_json(F.col("_i_to"), key_schema)
+    via = F.struct(*[F.col("_i_via")[f].alias(g) for f, g in
+                     (("rank", "_rank"), ("pos", "pos"), ("sub", "_sub"), ("file", "file"), ("line", "line"), ("part", "part"),
+                      ("off", "off"))]).cast(ORDER_TYPE)
+    made = {alias[k]: to.getField(k).cast(columns[k]) for k in plan.key}
+    made.update({"_p" + alias[k]: F.lit(True) for k in plan.key})
+    made.update({
+        "_ord": via,
+        "_op": F.lit("u"),
+        "_present": F.array_compact(F.array(*[F.lit(k) for k in plan.key], *[F.when(F.col("_p" + alias[n]), F.lit(n)) for n in carried])),
+    })
+    if "_from" in rows.columns:
+        made["_from"] = F.lit(None).cast(rows.schema["_from"].dataType)
+    copies = cand.select(*[made.get(c, F.col(c)).alias(c) for c in rows.columns],
+                         *[F.when(F.col("_p" + o[2:]), F.col("_ord").cast(ORDER_TYPE)).alias(o) for o in orders],
+                         F.lit(True).alias("_moved_in"))
+    return copies, orders
+
+
 def follow_moves(
     spark: SparkSession, rows: DataFrame, plan: TablePlan, columns: dict[str, str], deletes_path: str
 ) -> tuple[DataFrame, list[str]]:
     """``rows`` of :func:`change_rows` (any ``_from`` kept) with, added, a copy of each change
     (not a delete) that a remembered move carries to another key (``_cdclake/deletes``,
-    :func:`_moves_to_remember`): the copy is the change as a partial update (op ``u``,
+    :func:`moves_to_remember`): the copy is the change as a partial update (op ``u``,
     ``_present`` the columns it carries, ``_from`` null) of the key the row was moved to last.
     All rows also get ``_o_c<i>`` per non-key column (:data:`ORDER_TYPE`): on a copy, the
     change's own order for each column it carries, while its ``_ord`` is the order of the move
@@ -1304,7 +1384,7 @@ def follow_moves(
     those drops the changes whose chain a delete of the batch cuts.
 
     Read only when the batch holds a change not newer than the table's latest remembered move
-    (:func:`_needs_move_check`), on a table with per-column positions. Returns the rows
+    (:func:`needs_move_check`), on a table with per-column positions. Returns the rows
     (unchanged, without ``_o_c<i>``, when no remembered move can be followed) and the keys
     (JSON, :data:`KEY_JSON`) copies may go to, which may lie outside the batch's key range
     (:func:`merge_condition_sql` widens the range with them).
@@ -1315,24 +1395,11 @@ def follow_moves(
     of it older than the move) that arrives in the same batch as a copy is not told apart
     from the new row's changes; the remembered moves newer than the batch's oldest change are
     read to the driver (a late batch behind very many key changes costs driver memory)."""
-    rem = read_deletes(spark, deletes_path, plan.name)
-    key_types, key_schema = {k: columns[k] for k in plan.key}, key_schema_sql(plan, columns)
-    alias = {n: f"_c{i}" for i, n in enumerate(columns)}
-    rem = rem.where(F.col("key").isNotNull() & (F.col("op").isNull() | F.col("op").isin("d", MOVED)))
-    if plan.min_data is not None:  # (an entry older than the batch's oldest change decides nothing)
-        rank, order = plan.min_data
-        rem = rem.where(F.expr(f"struct(1, position) >= struct({rank}, {_order_sql(order)})"))
-    ent = rem.select(key_as_written_now("key", key_types, plan.column_history).alias("k"), F.expr(_ORDER_OF_DELETE).alias("o"),
-                     F.when(F.col("op") == MOVED, key_as_written_now("to", key_types, plan.column_history)).alias("t"))
-    moved = ent.where(F.col("t").isNotNull()).collect()
-    if not moved:
-        return rows, []
-    touched = sorted({r.k for r in moved} | {r.t for r in moved})
-    ended = ent.where(F.col("t").isNull() & F.col("k").isin(touched)).collect()
-    reach = resolve([Entry(r.k, r.o, order_sort_key(r.o), r.t) for r in moved + ended])
+    reach, order_type = _remembered_reach(spark, plan, columns, deletes_path)
     if not reach:
         return rows, []
-    order_type = ent.schema["o"].dataType
+    key_schema = key_schema_sql(plan, columns)
+    alias = {n: f"_c{i}" for i, n in enumerate(columns)}
     seg_type = ST.StructType([ST.StructField("k", ST.StringType()), ST.StructField("lo", order_type),
                               ST.StructField("incl", ST.BooleanType()), ST.StructField("hi", order_type)])
     reaches = spark.createDataFrame(
@@ -1342,38 +1409,13 @@ def follow_moves(
                        ST.StructField("_i_via", order_type), ST.StructField("_i_segs", ST.ArrayType(seg_type))]),
     )
     key_json = F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in plan.key]), KEY_JSON)
-    this = F.expr(_order_of_change("_ord"))
+    this = F.expr(order_of_change("_ord"))
     changes = rows.where(F.col("_op") != "d").withColumn("_kj", key_json).withColumn("_co", this)
     cand = changes.join(F.broadcast(reaches), (F.col("_kj") == F.col("_i_key")) & (F.col("_co") <= F.col("_i_hi"))
                         & (F.col("_i_lo").isNull() | (F.col("_co") > F.col("_i_lo"))))
     if plan.max_delete is not None or plan.moves:  # the batch holds deletes: one may cut a chain
-        first = F.struct(F.col("_kj").alias("k"), F.col("_co").alias("lo"), F.lit(True).alias("incl"), F.col("_i_hi").alias("hi"))
-        stretches = cand.select(F.col("_kj").alias("_hk"), F.col("_co").alias("_hc"),
-                                F.explode(F.concat(F.array(first), F.col("_i_segs"))).alias("_s"))
-        dels = rows.where(F.col("_op") == "d").select(key_json.alias("_dk"), this.alias("_do"))
-        s = F.col("_s")
-        cut = stretches.join(dels, (s["k"] == F.col("_dk")) & F.when(s["incl"], F.col("_do") >= s["lo"]).otherwise(F.col("_do") > s["lo"])
-                             & (s["hi"].isNull() | (F.col("_do") < s["hi"])), "left_semi").select("_hk", "_hc")
-        cand = cand.join(cut, (F.col("_kj") == F.col("_hk")) & F.col("_co").eqNullSafe(F.col("_hc")), "left_anti")
-    names = list(columns)
-    carried = [n for n in names if n not in plan.key]
-    orders = ["_o" + alias[n] for n in carried]
-    to = F.from_json(F.col("_i_to"), key_schema)
-    via = F.struct(*[F.col("_i_via")[f].alias(g) for f, g in
-                     (("rank", "_rank"), ("pos", "pos"), ("sub", "_sub"), ("file", "file"), ("line", "line"), ("part", "part"),
-                      ("off", "off"))]).cast(ORDER_TYPE)
-    made = {alias[k]: to.getField(k).cast(columns[k]) for k in plan.key}
-    made.update({"_p" + alias[k]: F.lit(True) for k in plan.key})
-    made.update({
-        "_ord": via,
-        "_op": F.lit("u"),
-        "_present": F.array_compact(F.array(*[F.lit(k) for k in plan.key], *[F.when(F.col("_p" + alias[n]), F.lit(n)) for n in carried])),
-    })
-    if "_from" in rows.columns:
-        made["_from"] = F.lit(None).cast(rows.schema["_from"].dataType)
-    copies = cand.select(*[made.get(c, F.col(c)).alias(c) for c in rows.columns],
-                         *[F.when(F.col("_p" + o[2:]), F.col("_ord").cast(ORDER_TYPE)).alias(o) for o in orders],
-                         F.lit(True).alias("_moved_in"))
+        cand = _uncut(cand, rows.where(F.col("_op") == "d").select(key_json.alias("_dk"), this.alias("_do")))
+    copies, orders = _moved_copies(cand, rows, plan, columns, alias, key_schema)
     out = rows.select("*", *[F.lit(None).cast(ORDER_TYPE).alias(o) for o in orders], F.lit(None).cast("boolean").alias("_moved_in"))
     return out.unionByName(copies), sorted({r.to for r in reach})
 
@@ -1392,7 +1434,7 @@ def _fold(
     """The MERGE source: the batch's last change per key (folded column by column for partial
     images), typed as the table's columns ``_c<i>``, with ``_op``, ``_ord`` (the order struct),
     ``_pos_text``, ``_etime``, ``_p_c<i>`` (column carried) and ``_key_json``. Kept (:func:`cdclake.frames.keep`); returns
-    it, the frames to release, the batch's moves to remember (:func:`_moves_to_remember`,
+    it, the frames to release, the batch's moves to remember (:func:`moves_to_remember`,
     None when the batch moves no row) and the keys (JSON) changes may have followed remembered
     moves to (:func:`follow_moves`; empty: none), which the MERGE's key range must hold. ``path``: the existing table (None: created by this
     batch), read only for the rows that partial updates move to a new key (:func:`fill_moves`).
@@ -1406,13 +1448,13 @@ def _fold(
     rows = change_rows(events, plan, columns, truncate)
     kept = []
     followed: list[str] = []
-    if by_column and plan.key and _needs_move_check(plan, state) and DeltaTable.isDeltaTable(spark, deletes_path):
+    if by_column and plan.key and needs_move_check(plan, state) and DeltaTable.isDeltaTable(spark, deletes_path):
         rows, followed = follow_moves(spark, rows, plan, columns, deletes_path)
     moves = None
     if "_from" in rows.columns:  # read four times by fill_moves: once
         rows = frames.keep(rows)
         kept.append(rows)
-        moves = _moves_to_remember(rows, plan, columns)
+        moves = moves_to_remember(rows, plan, columns)
         rows = fill_moves(rows, _table_points(spark, path, plan, columns, by_column) if path else None, plan, columns)
     keys = [alias[k] for k in key]
     if by_column or plan.partial:
@@ -1421,7 +1463,7 @@ def _fold(
         payload = [c for c in rows.columns if c not in keys]
         src = rows.groupBy(*keys).agg(F.max_by(F.struct(*payload), "_ord").alias("w")).select(*keys, "w.*")
     src = src.withColumn("_key_json", F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in key]), KEY_JSON))
-    if _needs_delete_check(plan, state) and DeltaTable.isDeltaTable(spark, deletes_path):
+    if needs_delete_check(plan, state) and DeltaTable.isDeltaTable(spark, deletes_path):
         src = _drop_older_than_deletes(spark, src, plan.name, deletes_path, {k: columns[k] for k in key}, plan.column_history)
     src = frames.keep(src)
     return src, [src, *kept], moves, followed
@@ -1441,7 +1483,7 @@ def _table_points(spark: SparkSession, path: str, plan: TablePlan, columns: dict
     still sets that column (an insert arriving after a partial update), and a column no change
     had set is not read as a known NULL (a move does not fill it: a later-arriving change can).
     Without it every row is a full image at the row's order."""
-    row = _ord_sql(rank_sql("_cdc_op", plan.snapshot_by_position), "_cdc_position", "1", "_cdc_record")
+    row = ord_struct_sql(rank_sql("_cdc_op", plan.snapshot_by_position), "_cdc_position", "1", "_cdc_record")
     table = spark.read.format("delta").load(path)
     rng = key_range_sql(plan, columns)
     if rng is not None:
@@ -1471,20 +1513,20 @@ def _table_points(spark: SparkSession, path: str, plan: TablePlan, columns: dict
     )
 
 
-def _needs_delete_check(plan: TablePlan, state: TableState) -> bool:
+def needs_delete_check(plan: TablePlan, state: TableState) -> bool:
     """Whether some change of the batch may be older than a delete of an earlier batch: only
     then is the deletes table read (an in-order stream never reads it)."""
-    return _may_be_older(plan, state.delete_position)
+    return may_be_older(plan, state.delete_position)
 
 
-def _needs_move_check(plan: TablePlan, state: TableState) -> bool:
+def needs_move_check(plan: TablePlan, state: TableState) -> bool:
     """Whether some change of the batch may be older than a move an earlier batch remembered
     (:func:`follow_moves`): an in-order stream, and a table no partial update moved a row of,
     never follow."""
-    return _may_be_older(plan, state.move_position)
+    return may_be_older(plan, state.move_position)
 
 
-def _may_be_older(plan: TablePlan, position) -> bool:
+def may_be_older(plan: TablePlan, position) -> bool:
     """Whether the batch's oldest change may be older than an earlier batch's change at
     ``position`` (a ``position.order``; None: none): not newer by position (equal: the record
     decides, which the check itself compares)."""
@@ -1518,7 +1560,7 @@ def _drop_older_than_deletes(
         .groupBy(key_as_written_now("key", key_types, history).alias("_key_json"))
         .agg(F.max(F.expr(_ORDER_OF_DELETE)).alias("_tomb"))
     )
-    newer = F.expr(_order_of_change("_ord"))
+    newer = F.expr(order_of_change("_ord"))
     return src.join(deletes, "_key_json", "left").where(F.col("_tomb").isNull() | (newer > F.col("_tomb"))).drop("_tomb")
 
 
@@ -1579,7 +1621,7 @@ def _orders_map_sql(orders: list[tuple[str, str]], row: str) -> str:
     if not orders:
         return f"CAST(NULL AS {PARTIAL_COLUMNS[COLUMN_ORDERS]})"
     same = " AND ".join(f"{o} <=> {row}" for _, o in orders)
-    entries = ", ".join(f"CASE WHEN {o}._rank >= 0 THEN named_struct('key', {_lit(n)}, 'value', {o}) END" for n, o in orders)
+    entries = ", ".join(f"CASE WHEN {o}._rank >= 0 THEN named_struct('key', {sql_str(n)}, 'value', {o}) END" for n, o in orders)
     return f"CAST(CASE WHEN {same} THEN NULL ELSE map_from_entries(array_compact(array({entries}))) END AS {PARTIAL_COLUMNS[COLUMN_ORDERS]})"
 
 
@@ -1588,7 +1630,7 @@ def column_order_sql(m: str, n: str, row: str) -> str:
     whose :data:`COLUMN_ORDERS` is ``m`` and whose own order is ``row`` (both SQL): the map's
     entry; the row's order when the map is null (its latest change set every column); else
     :data:`_LOWEST_ORDER` (a column no change has set yet, or one added by DDL)."""
-    return f"CASE WHEN {m} IS NULL THEN {row} ELSE coalesce(element_at({m}, {_lit(n)}), {_LOWEST_ORDER}) END"
+    return f"CASE WHEN {m} IS NULL THEN {row} ELSE coalesce(element_at({m}, {sql_str(n)}), {_LOWEST_ORDER}) END"
 
 
 #: SQL: an order below every change's (rank -1): what a stored row's column that its
@@ -1603,8 +1645,8 @@ def truncate_sql(point: tuple) -> str:
     a null record first)."""
     order, record = point
     rec = [None] * 4 if record is None else list(record)
-    file, line, part, off = (("NULL" if v is None else _lit(v) if isinstance(v, str) else str(int(v))) for v in rec)
-    return order_sql("1", _order_sql(order), "1", f"CAST({file} AS string)", f"CAST({line} AS bigint)",
+    file, line, part, off = (("NULL" if v is None else sql_str(v) if isinstance(v, str) else str(int(v))) for v in rec)
+    return order_sql("1", position_literal_sql(order), "1", f"CAST({file} AS string)", f"CAST({line} AS bigint)",
                      f"CAST({part} AS int)", f"CAST({off} AS bigint)")
 
 
@@ -1614,6 +1656,3 @@ def _truncate(spark: SparkSession, path: str, point: tuple, by_position: bool = 
     res = spark.sql(f"DELETE FROM delta.{q(path)} WHERE {_order_of_row('', by_position)} < {truncate_sql(point)}").first()
     return int(res[0] or 0) if res is not None else 0
 
-
-#: SQL string literal of a str (:func:`cdclake.apply.plan._sql_str`)
-_lit = _sql_str

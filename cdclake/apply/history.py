@@ -73,9 +73,6 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as ST
 
 from cdclake import frames
-from cdclake.apply.keyless import after_truncate_sql, in_region_sql, moved_read_sql, rank_of, with_read_copies
-from cdclake.apply.moves import MOVE_HOPS
-from cdclake.apply.plan import TablePlan, order_key
 from cdclake.apply.delta_table import (
     HISTORY_COLUMNS,
     KEY_JSON,
@@ -84,14 +81,14 @@ from cdclake.apply.delta_table import (
     ORDER_TYPE,
     Prepared,
     TableApply,
-    _may_be_older,
-    _moves_to_remember,
-    _needs_delete_check,
-    _needs_move_check,
-    _ord_sql,
-    _order_sql,
-    _record_of,
-    _table_events,
+    may_be_older,
+    moves_to_remember,
+    needs_delete_check,
+    needs_move_check,
+    ord_struct_sql,
+    position_literal_sql,
+    record_of_sql,
+    table_events,
     change_rows,
     fill_moves,
     key_as_written_now,
@@ -103,6 +100,9 @@ from cdclake.apply.delta_table import (
     remembered_struct_sql,
     table_properties,
 )
+from cdclake.apply.keyless import after_truncate_sql, in_region_sql, moved_read_sql, rank_of, with_read_copies
+from cdclake.apply.moves import MOVE_HOPS
+from cdclake.apply.plan import TablePlan, order_key
 
 #: the op of a point that only says its image is capped (:func:`_copy_ends`): a table's stored
 #: snapshot read ranked below the stream whose version the batch cannot change; it begins no
@@ -156,8 +156,8 @@ def _batch_truncates(spark: SparkSession, events: DataFrame, plan: TablePlan) ->
     there are none."""
     frames = []
     if plan.counts.get("t"):
-        frames.append(_table_events(events, plan).where(F.col("op") == "t").select(
-            F.expr(_ord_sql("1", "position.order", "1", "source_record")).alias("_ord"),
+        frames.append(table_events(events, plan).where(F.col("op") == "t").select(
+            F.expr(ord_struct_sql("1", "position.order", "1", "source_record")).alias("_ord"),
             F.col("position.text").alias("_pos_text"),
             F.col("event_time_ms").alias("_etime"),
         ))
@@ -165,7 +165,7 @@ def _batch_truncates(spark: SparkSession, events: DataFrame, plan: TablePlan) ->
     # keeps no event time for DDL
     for order, text, etime in plan.ends:
         frames.append(spark.range(1).select(
-            F.expr(f"CAST(named_struct('_rank', 1, 'pos', {_order_sql(order)}, '_sub', 1, 'file', NULL, 'line', NULL,"
+            F.expr(f"CAST(named_struct('_rank', 1, 'pos', {position_literal_sql(order)}, '_sub', 1, 'file', NULL, 'line', NULL,"
                    f" 'part', NULL, 'off', NULL) AS {ORDER_TYPE})").alias("_ord"),
             F.lit(text).alias("_pos_text"),
             F.lit(etime).cast("bigint").alias("_etime"),
@@ -183,6 +183,80 @@ def _key_match(left: DataFrame, right: DataFrame, pairs: list[tuple[str, str]]):
     return reduce(lambda a, b: a & b, [left[x].eqNullSafe(right[y]) for x, y in pairs])
 
 
+def _delete_points(rem_deletes: DataFrame, plan: TablePlan, columns: dict[str, str], alias: dict[str, str]) -> DataFrame:
+    """Remembered deletes (``_cdclake/deletes`` rows) as :func:`history_source` points (op
+    ``d``); a key column or, without a key, any column renamed after the delete is read under
+    its old name (:func:`remembered_struct_sql`)."""
+    names = list(columns)
+    key = plan.key or names
+    read = remembered_struct_sql("key", {k: columns[k] for k in key}, plan.column_history)
+    rd = rem_deletes.withColumn("_k", F.expr(read)).select(
+        *_point({alias[k]: f"_k.{q(k)}" for k in key}, names, alias, "d",
+                ord_struct_sql("1", "position", "coalesce(sub, 1)", "record"), F.col("position_text"), F.col("event_time_ms"), 0)
+    )
+    return _typed(rd, columns, alias)
+
+
+def _filled(batch: DataFrame, stored: DataFrame | None, plan: TablePlan, columns: dict[str, str], truncs: DataFrame | None,
+            hops: int) -> DataFrame:
+    """:func:`history_source`'s batch points whose partial updates move their row (``_from``)
+    with the old key's values, from the batch and the stored versions (``stored``): a chain of
+    moves (A to B, then B to C) fills by passes, each reading the old keys' changes as the pass
+    before filled them (a chain of n moves takes n passes, up to :data:`MOVE_HOPS`; ``hops``:
+    the remembered moves followed). A history keeps no per-column positions (``_o_c<i>``)."""
+    passes = max(1, min(MOVE_HOPS, plan.moves + hops))
+    filled = batch
+    for _ in range(passes):
+        filled = fill_moves(batch, stored, plan, columns, truncs, history=True, read_from=filled)
+        filled = filled.drop(*[c for c in filled.columns if c.startswith("_o_c")])
+    return filled.drop("_from")
+
+
+def _stored_points(spark: SparkSession, prep: Prepared, alias: dict[str, str], touched: DataFrame, reach: list[str],
+                   moved: list, rewrite_all: bool, caps: bool) -> DataFrame:
+    """:func:`history_source`'s points read from the stored history table: per stored version
+    its own point (values, op, order) and the delete or truncate that ended it, one scan.
+    ``touched``: the keys (``_c<i>``) the batch touches; only their versions that may change are
+    read, unless ``rewrite_all`` (a batch with truncates, or a keyless table whose columns are
+    dropped or renamed: every version). ``caps``: a keyless table whose snapshot reads rank
+    below the stream (their reads are read as CAP points too). ``reach``, ``moved``: as
+    :func:`history_source`."""
+    plan, columns, path = prep.plan, prep.columns, prep.path
+    names = list(columns)
+    key = plan.key or names
+    tbl = spark.read.format("delta").load(path)
+    if not rewrite_all:  # only the keys the batch touches, and only their versions that may change
+        rng = key_range_sql(plan, columns, reach=reach)
+        if rng is not None:  # (a range Delta skips files by; the semi-join cannot)
+            tbl = tbl.where(rng)
+        tbl = tbl.join(touched, _key_match(tbl, touched, [(q(k), alias[k]) for k in key]), "left_semi")
+        if plan.min_data is not None:
+            rank, order = plan.min_data
+            may_change = (F.col("_cdc_is_current")
+                          | F.expr(f"struct({rank_of('_cdc_end.op', '_cdc_end.position', plan.snapshot_by_position, moved)},"
+                                   f" _cdc_end.position) >= struct({rank}, {position_literal_sql(order)})"))
+            if caps:  # the touched images' snapshot reads that begin their caps, as CAP points
+                cap = F.col("_cdc_op") == "r"
+                if prep.state.truncate_position is not None:  # (a cap ends at the table's truncate)
+                    cap = cap & F.expr(after_truncate_sql("_cdc_op", "_cdc_position", plan.snapshot_by_position, moved,
+                                                          prep.state.truncate_position))
+                tbl = tbl.where(may_change | cap).withColumn("_cap", ~may_change)
+            else:
+                tbl = tbl.where(may_change)
+    row_ord = ord_struct_sql(rank_of("_cdc_op", "_cdc_position", plan.snapshot_by_position, moved), "_cdc_position", "1", "_cdc_record")
+    op = F.when(F.col("_cap"), F.lit(CAP)).otherwise(F.col("_cdc_op")) if "_cap" in tbl.columns else F.col("_cdc_op")
+    versions = _point({}, names, alias, op, row_ord, F.col("_cdc_position_text"),
+                      F.col("_cdc_event_time_ms"), 0, values=True, present=F.col("_cdc_present"))
+    end_ord = ord_struct_sql("1", "_cdc_end.position", "_cdc_end.sub", "_cdc_end.record")
+    ended = _point({alias[k]: q(k) for k in key}, names, alias, F.col("_cdc_end.op"), end_ord,
+                   F.col("_cdc_end.position_text"), F.col("_cdc_end.event_time_ms"), 0)
+    # one scan of the table gives both points of a version: its own, and the delete or
+    # truncate that ended it (a second scan of the table cost a file-listing job)
+    both = F.array(F.struct(*versions), F.when(F.col("_cdc_end.op").isin("d", "t"), F.struct(*ended)))
+    stored = _typed(tbl.select(F.explode(both).alias("_pt")).where(F.col("_pt").isNotNull()).select("_pt.*"), columns, alias)
+    return stored
+
+
 def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_path: str) -> tuple[DataFrame, DataFrame | None, list[str]]:
     """The MERGE source of a history table's batch and the deletes to remember.
 
@@ -196,7 +270,7 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
     there are none; ``reach`` the keys (JSON) of rows that remembered moves took to a new key
     whose old key the batch changes (:func:`_moves_of_touched`): they may lie outside the
     batch's key range, which the MERGE widens by them."""
-    plan, columns, path = prep.plan, prep.columns, prep.path
+    plan, columns = prep.plan, prep.columns
     names = list(columns)
     alias = {n: f"_c{i}" for i, n in enumerate(names)}
     key = plan.key or names
@@ -210,7 +284,7 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
                                rank=rank_of("op", "position.order", plan.snapshot_by_position, moved)).withColumn("_src", F.lit(1)),
                    columns, alias)
     truncs = _batch_truncates(spark, events, plan)
-    moves = _moves_to_remember(batch, plan, columns) if "_from" in batch.columns else None
+    moves = moves_to_remember(batch, plan, columns) if "_from" in batch.columns else None
     followed, hops = _moves_of_touched(spark, batch, prep, deletes_path) if prep.exists else ([], 0)
     reach = sorted({m["to"] for m in followed})
 
@@ -224,52 +298,15 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
     touched = batch.select(*keys).distinct()
     if reach:  # the new keys of the remembered moves: their versions from the move on are recomputed
         touched = touched.unionByName(_keys_of(spark, reach, plan, columns)).distinct()
-    stored = None
-    if prep.exists:
-        tbl = spark.read.format("delta").load(path)
-        if truncs is None and not recount:  # only the keys the batch touches, and only their versions that may change
-            rng = key_range_sql(plan, columns, reach=reach)
-            if rng is not None:  # (a range Delta skips files by; the semi-join cannot)
-                tbl = tbl.where(rng)
-            tbl = tbl.join(touched, _key_match(tbl, touched, [(q(k), alias[k]) for k in key]), "left_semi")
-            if plan.min_data is not None:
-                rank, order = plan.min_data
-                may_change = (F.col("_cdc_is_current")
-                              | F.expr(f"struct({rank_of('_cdc_end.op', '_cdc_end.position', plan.snapshot_by_position, moved)},"
-                                       f" _cdc_end.position) >= struct({rank}, {_order_sql(order)})"))
-                if caps:  # the touched images' snapshot reads that begin their caps, as CAP points
-                    cap = F.col("_cdc_op") == "r"
-                    if prep.state.truncate_position is not None:  # (a cap ends at the table's truncate)
-                        cap = cap & F.expr(after_truncate_sql("_cdc_op", "_cdc_position", plan.snapshot_by_position, moved,
-                                                              prep.state.truncate_position))
-                    tbl = tbl.where(may_change | cap).withColumn("_cap", ~may_change)
-                else:
-                    tbl = tbl.where(may_change)
-        row_ord = _ord_sql(rank_of("_cdc_op", "_cdc_position", plan.snapshot_by_position, moved), "_cdc_position", "1", "_cdc_record")
-        op = F.when(F.col("_cap"), F.lit(CAP)).otherwise(F.col("_cdc_op")) if "_cap" in tbl.columns else F.col("_cdc_op")
-        versions = _point({}, names, alias, op, row_ord, F.col("_cdc_position_text"),
-                          F.col("_cdc_event_time_ms"), 0, values=True, present=F.col("_cdc_present"))
-        end_ord = _ord_sql("1", "_cdc_end.position", "_cdc_end.sub", "_cdc_end.record")
-        ended = _point({alias[k]: q(k) for k in key}, names, alias, F.col("_cdc_end.op"), end_ord,
-                       F.col("_cdc_end.position_text"), F.col("_cdc_end.event_time_ms"), 0)
-        # one scan of the table gives both points of a version: its own, and the delete or
-        # truncate that ended it (a second scan of the table cost a file-listing job)
-        both = F.array(F.struct(*versions), F.when(F.col("_cdc_end.op").isin("d", "t"), F.struct(*ended)))
-        stored = _typed(tbl.select(F.explode(both).alias("_pt")).where(F.col("_pt").isNotNull()).select("_pt.*"), columns, alias)
-        if truncs is not None or recount:  # every key of the table meets the batch's truncates
-            touched = touched.unionByName(stored.select(*keys)).distinct()
+    stored = _stored_points(spark, prep, alias, touched, reach, moved, rewrite_all=truncs is not None or recount,
+                            caps=caps) if prep.exists else None
+    if stored is not None and (truncs is not None or recount):  # every key of the table meets the batch's truncates
+        touched = touched.unionByName(stored.select(*keys)).distinct()
 
     if followed:
         batch = _with_moves_again(spark, batch, stored, followed, plan, columns)
     if "_from" in batch.columns:  # partial updates that move their row: the old key's values, from the versions too
-        # a chain of moves (A to B, then B to C) fills by passes: each reads the old keys'
-        # changes as the pass before filled them
-        passes = max(1, min(MOVE_HOPS, plan.moves + hops))  # (a chain of n moves takes n passes)
-        filled = batch
-        for _ in range(passes):
-            filled = fill_moves(batch, stored, plan, columns, truncs, history=True, read_from=filled)
-            filled = filled.drop(*[c for c in filled.columns if c.startswith("_o_c")])  # (a history keeps no per-column positions)
-        batch = filled.drop("_from")
+        batch = _filled(batch, stored, plan, columns, truncs, hops)
     parts = [batch] + ([stored] if stored is not None else [])
     if caps and moved:  # the caps a rename carried in for images whose reads ended in the old table
         carried = _carried_caps(spark, prep, deletes_path, alias, touched)
@@ -278,13 +315,7 @@ def history_source(spark: SparkSession, events: DataFrame, prep: Prepared, delet
     remembered = _remembered(spark, prep, deletes_path, every=recount)
     if remembered is not None:
         rem_deletes, rem_truncs = remembered
-        # (a key column or, without a key, any column renamed after the delete: its old name)
-        read = remembered_struct_sql("key", {k: columns[k] for k in key}, plan.column_history)
-        rd = rem_deletes.withColumn("_k", F.expr(read)).select(
-            *_point({alias[k]: f"_k.{q(k)}" for k in key}, names, alias, "d",
-                    _ord_sql("1", "position", "coalesce(sub, 1)", "record"), F.col("position_text"), F.col("event_time_ms"), 0)
-        )
-        parts.append(_typed(rd, columns, alias))
+        parts.append(_delete_points(rem_deletes, plan, columns, alias))
         truncs = rem_truncs if truncs is None else truncs.unionByName(rem_truncs)
     if truncs is not None:
         t = touched.crossJoin(truncs.select(F.col("_ord").cast(ORDER_TYPE).alias("_ord"), "_pos_text", F.col("_etime").cast("bigint").alias("_etime")))
@@ -324,16 +355,16 @@ def _moves_of_touched(spark: SparkSession, batch: DataFrame, prep: Prepared, del
     ``position``, ``record``, ``present``, distinct. One small Spark job (the moves not older
     than the batch's oldest change, each marked whether the batch touches its key; the chains
     are followed on the driver), run only when the batch may hold a change older than a
-    remembered move (:func:`_needs_move_check`); an empty list otherwise, or for a table
+    remembered move (:func:`needs_move_check`); an empty list otherwise, or for a table
     without a key. Also returns the longest chain's number of moves (0: none)."""
     plan, columns = prep.plan, prep.columns
-    if not plan.key or not _needs_move_check(plan, prep.state) or not DeltaTable.isDeltaTable(spark, deletes_path):
+    if not plan.key or not needs_move_check(plan, prep.state) or not DeltaTable.isDeltaTable(spark, deletes_path):
         return [], 0
     alias = {n: f"_c{i}" for i, n in enumerate(columns)}
     key_types = {k: columns[k] for k in plan.key}
     rank, order = plan.min_data
     rem = read_deletes(spark, deletes_path, plan.name).where(
-        (F.col("op") == MOVED) & F.expr(f"struct(1, position) >= struct({rank}, {_order_sql(order)})"))
+        (F.col("op") == MOVED) & F.expr(f"struct(1, position) >= struct({rank}, {position_literal_sql(order)})"))
 
     keys = batch.select(F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in plan.key]), KEY_JSON).alias("_bk"), F.lit(True).alias("_hit"))
     ent = rem.select(key_as_written_now("key", key_types, plan.column_history).alias("key"),
@@ -376,7 +407,7 @@ def _with_moves_again(spark: SparkSession, batch: DataFrame, stored: DataFrame, 
     if "_from" not in batch.columns:
         batch = batch.withColumn("_from", F.lit(None).cast(from_type))
     rows = [(m["key"], m["to"], m["position"], m["record"], m["present"]) for m in followed]
-    record = F.expr(_record_of("_ord"))
+    record = F.expr(record_of_sql("_ord"))
     mv = spark.createDataFrame(rows, ST.StructType([
         ST.StructField("_m_key", ST.StringType()), ST.StructField("_m_to", ST.StringType()),
         ST.StructField("_m_pos", stored.schema["_ord"].dataType["pos"].dataType),
@@ -416,9 +447,9 @@ def _remembered(spark: SparkSession, prep: Prepared, deletes_path: str, every: b
     # (a rename's move into a table without a key: the old table's deletes carried with it end
     # the reads it moves, history._copy_ends; the new table's progress does not know them yet;
     # a move of no rows has no data, and no delete matters to it)
-    need_deletes = every or _needs_delete_check(plan, state) or bool(
+    need_deletes = every or needs_delete_check(plan, state) or bool(
         not plan.key and plan.moved_into and plan.max_delete is not None and plan.min_data is not None)
-    need_truncs = every or _may_be_older(plan, state.truncate_position)
+    need_truncs = every or may_be_older(plan, state.truncate_position)
     if not (need_deletes or need_truncs) or not DeltaTable.isDeltaTable(spark, deletes_path):
         return None
     rem = read_deletes(spark, deletes_path, plan.name)
@@ -426,10 +457,10 @@ def _remembered(spark: SparkSession, prep: Prepared, deletes_path: str, every: b
     rem = rem.where(F.col("op").isNull() | (F.col("op") == "d"))
     if not every and plan.min_data is not None:
         rank, order = plan.min_data
-        rem = rem.where(F.expr(f"struct(1, position) >= struct({rank}, {_order_sql(order)})"))
+        rem = rem.where(F.expr(f"struct(1, position) >= struct({rank}, {position_literal_sql(order)})"))
     deletes = rem.where(F.col("key").isNotNull() & F.lit(need_deletes))
     truncs = rem.where(F.col("key").isNull() & F.lit(need_truncs)).select(
-        F.expr(_ord_sql("1", "position", "coalesce(sub, 1)", "record")).alias("_ord"),
+        F.expr(ord_struct_sql("1", "position", "coalesce(sub, 1)", "record")).alias("_ord"),
         F.col("position_text").alias("_pos_text"),
         F.col("event_time_ms").alias("_etime"),
     )
@@ -447,13 +478,40 @@ def _carried_caps(spark: SparkSession, prep: Prepared, deletes_path: str, alias:
     plan, columns, names = prep.plan, prep.columns, list(prep.columns)
     rem = read_deletes(spark, deletes_path, plan.name).where(F.col("op") == "r")
     if prep.state.truncate_position is not None:
-        rem = rem.where(f"position > {_order_sql(prep.state.truncate_position)}")
+        rem = rem.where(f"position > {position_literal_sql(prep.state.truncate_position)}")
     read = remembered_struct_sql("key", dict(columns), plan.column_history)
     caps = _typed(rem.withColumn("_k", F.expr(read)).select(
         *_point({alias[n]: f"_k.{q(n)}" for n in names}, names, alias, CAP,
-                _ord_sql("1", "position", "coalesce(sub, 1)", "record"), F.col("position_text"), F.col("event_time_ms"), 0)), columns, alias)
+                ord_struct_sql("1", "position", "coalesce(sub, 1)", "record"), F.col("position_text"), F.col("event_time_ms"), 0)), columns, alias)
     keys = [alias[n] for n in names]
     return caps.join(touched, _key_match(caps, touched, [(a, a) for a in keys]), "left_semi")
+
+
+def _history_rows(stepped: DataFrame, columns: dict[str, str], alias: dict[str, str], with_drop: bool) -> DataFrame:
+    """:func:`_versions`' versions (``stepped``: a point's values, ``_op``, ``_present``,
+    ``_ord``, ``_pos_text``, ``_etime`` and the next point ``_nxt``) as rows of the history
+    table: the source columns under their names, the :data:`META_COLUMNS` and the
+    :data:`HISTORY_COLUMNS` (``_cdc_end`` from ``_nxt``; current when there is none), and
+    ``_drop`` when ``with_drop``."""
+    end = (
+        f"CASE WHEN _nxt IS NULL THEN NULL ELSE CAST(named_struct('position', _nxt._ord.pos, 'position_text', _nxt._pos_text,"
+        f" 'op', _nxt._op, 'event_time_ms', _nxt._etime, 'record', {record_of_sql('_nxt._ord')}, 'sub', _nxt._ord._sub)"
+        f" AS {HISTORY_COLUMNS['_cdc_end']}) END"
+    )
+    return stepped.select(
+        *[alias[n] for n in columns],
+        F.col("_ord.pos").alias("_cdc_position"),
+        F.col("_pos_text").alias("_cdc_position_text"),
+        F.col("_op").alias("_cdc_op"),
+        F.col("_etime").alias("_cdc_event_time_ms"),
+        F.expr(record_of_sql("_ord")).cast(META_COLUMNS["_cdc_record"]).alias("_cdc_record"),
+        F.expr("timestamp_millis(_etime)").alias("_cdc_valid_from"),
+        F.expr("timestamp_millis(_nxt._etime)").alias("_cdc_valid_to"),
+        F.col("_nxt").isNull().alias("_cdc_is_current"),
+        F.col("_present").alias("_cdc_present"),
+        F.expr(end).alias("_cdc_end"),
+        *(["_drop"] if with_drop else []),
+    )
 
 
 def _versions(points: DataFrame, columns: dict[str, str], alias: dict[str, str], keys: list[str], copies: bool = False,
@@ -524,25 +582,7 @@ def _versions(points: DataFrame, columns: dict[str, str], alias: dict[str, str],
         stepped = kept.unionByName(gone).where(~deleting).drop("_keep", "_src")
     else:
         stepped = points.select(*values, "_op", "_present", "_ord", "_pos_text", "_etime", F.col("_nxt")).where(~deleting)
-    end = (
-        f"CASE WHEN _nxt IS NULL THEN NULL ELSE CAST(named_struct('position', _nxt._ord.pos, 'position_text', _nxt._pos_text,"
-        f" 'op', _nxt._op, 'event_time_ms', _nxt._etime, 'record', {_record_of('_nxt._ord')}, 'sub', _nxt._ord._sub)"
-        f" AS {HISTORY_COLUMNS['_cdc_end']}) END"
-    )
-    return stepped.select(
-        *[alias[n] for n in columns],
-        F.col("_ord.pos").alias("_cdc_position"),
-        F.col("_pos_text").alias("_cdc_position_text"),
-        F.col("_op").alias("_cdc_op"),
-        F.col("_etime").alias("_cdc_event_time_ms"),
-        F.expr(_record_of("_ord")).cast(META_COLUMNS["_cdc_record"]).alias("_cdc_record"),
-        F.expr("timestamp_millis(_etime)").alias("_cdc_valid_from"),
-        F.expr("timestamp_millis(_nxt._etime)").alias("_cdc_valid_to"),
-        F.col("_nxt").isNull().alias("_cdc_is_current"),
-        F.col("_present").alias("_cdc_present"),
-        F.expr(end).alias("_cdc_end"),
-        *(["_drop"] if regions else []),
-    )
+    return _history_rows(stepped, columns, alias, bool(regions))
 
 
 def _region_of(pos: str, regions: list) -> Column:
@@ -639,7 +679,7 @@ def history_deletes(spark: SparkSession, events: DataFrame, plan: TablePlan, del
         "key",
         F.col("_ord.pos").alias("position"),
         F.col("_pos_text").alias("position_text"),
-        F.expr(_record_of("_ord")).cast(META_COLUMNS["_cdc_record"]).alias("record"),
+        F.expr(record_of_sql("_ord")).cast(META_COLUMNS["_cdc_record"]).alias("record"),
         F.col("_ord._sub").alias("sub"),
         F.col("_etime").cast("bigint").alias("event_time_ms"),
     )

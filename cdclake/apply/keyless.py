@@ -94,16 +94,17 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from cdclake import frames
+from cdclake.apply.audit import TXN_APP_ID_CONF, TXN_VERSION_CONF, Txn, append
 from cdclake.apply.delta_table import (
     KEY_JSON,
     MOVED,
     ORDER_TYPE,
     Prepared,
-    _as_table_rows,
-    _order_of_change,
-    _ord_sql,
-    _order_sql,
-    _record_of,
+    as_table_rows,
+    order_of_change,
+    ord_struct_sql,
+    position_literal_sql,
+    record_of_sql,
     change_rows,
     latest_version,
     q,
@@ -113,13 +114,14 @@ from cdclake.apply.delta_table import (
     table_properties,
     truncate_sql,
 )
+from cdclake.apply.tasks import concurrent_conflict
 
 
 def in_region_sql(pos: str, point: list) -> str:
     """SQL: the position ``pos`` (``position.order``, SQL) lies in the region of the rename
     point ``point`` (a ``position.order`` list): it begins with the point and is longer (the
     rows a table rename moved, the old table's late changes moved after them)."""
-    return f"(size({pos}) > {len(point)} AND slice({pos}, 1, {len(point)}) = {_order_sql(point)})"
+    return f"(size({pos}) > {len(point)} AND slice({pos}, 1, {len(point)}) = {position_literal_sql(point)})"
 
 
 def moved_read_sql(op: str, pos: str, moved_in: list) -> str:
@@ -147,7 +149,7 @@ def after_truncate_sql(op: str, pos: str, by_position: bool, moved_in: list, tru
     the table's truncate at ``truncate`` (a ``position.order``), by :func:`rank_of`: a snapshot
     read's cap ends at the truncate (:func:`cdclake.apply.history.history_source`, and the caps a
     rename carries, :func:`cdclake.apply.renames._carry_deletes`)."""
-    return f"struct({rank_of(op, pos, by_position, moved_in)}, {pos}) > struct(1, {_order_sql(truncate)})"
+    return f"struct({rank_of(op, pos, by_position, moved_in)}, {pos}) > struct(1, {position_literal_sql(truncate)})"
 
 
 def with_read_copies(df: DataFrame, image: list, is_batch: F.Column, op: str = "_op", positive: F.Column | None = None) -> DataFrame:
@@ -171,6 +173,59 @@ def _flags(live: bool, kept: bool, img: bool) -> list:
     return [F.lit(live).alias("_live"), F.lit(kept).alias("_kept"), F.lit(img).alias("_img")]
 
 
+def _image_json(cs: list, names: list[str]) -> F.Column:
+    """An image's identity: the JSON of its values ``cs`` under the column ``names`` (:data:`KEY_JSON`)."""
+    return F.to_json(F.struct(*[c.alias(n) for c, n in zip(cs, names)]), KEY_JSON)
+
+
+def _live_atoms(spark: SparkSession, prep: Prepared, moved_in: list) -> DataFrame:
+    """The table's rows, read as of its latest version when the batch begins, as
+    :func:`write_keyless`' atoms (one copy each, ``_live``)."""
+    names, path, by_position = list(prep.columns), prep.path, prep.plan.snapshot_by_position
+    alias = {n: f"_c{i}" for i, n in enumerate(names)}
+    table = spark.read.format("delta").option("versionAsOf", latest_version(spark, path)).load(path)
+    live = table.select(
+        *[F.col(q(n)).alias(alias[n]) for n in names],
+        _image_json([F.col(q(n)) for n in names], names).alias("_k"),
+        F.lit(1).alias("_sign"),
+        F.col("_cdc_op").alias("_op"),
+        F.expr(ord_struct_sql(rank_of("_cdc_op", "_cdc_position", by_position, moved_in), "_cdc_position", "1", "_cdc_record")).alias("_ord"),
+        F.col("_cdc_position_text").alias("_pos_text"),
+        F.col("_cdc_event_time_ms").alias("_etime"),
+        *_flags(True, False, True),
+    )
+    return live
+
+
+def _atoms_to_remember(acts: DataFrame, table: str) -> DataFrame:
+    """The acts to remember (``_remember``) as ``_cdclake/deletes`` rows of ``table`` (a copy
+    taken or made: its op; a delete: ``d``)."""
+    return acts.where("_remember").select(
+        F.lit(table).alias("table"),
+        F.col("_k").alias("key"),
+        F.col("_ord.pos").alias("position"),
+        F.col("_pos_text").alias("position_text"),
+        F.expr(record_of_sql("_ord")).alias("record"),
+        F.col("_ord._sub").alias("sub"),
+        F.col("_etime").alias("event_time_ms"),
+        F.when(F.col("_sign") == 1, F.col("_op")).otherwise(F.lit("d")).alias("op"),
+    )
+
+
+def _one_per_point(atoms: DataFrame, payload: list[str]) -> DataFrame:
+    """One atom per image, sign and point (rank, position, sub): a change re-delivered (in
+    another file or at another offset: its record differs), a row and its remembered atom. Its
+    order is its first record's; ``_row_ord`` is the order of the table's row of it; its
+    ``payload`` columns are the image's (an atom with an image first)."""
+    return atoms.groupBy("_k", "_sign", F.col("_ord._rank").alias("_pr"), F.col("_ord.pos").alias("_pp"),
+                         F.col("_ord._sub").alias("_ps"), "_pc").agg(
+        F.min("_ord").alias("_ord"),
+        F.max(F.when(F.col("_live"), F.col("_ord"))).alias("_row_ord"),
+        F.max_by(F.struct(*payload), F.col("_img").cast("int")).alias("w"),
+        F.bool_or("_live").alias("_live"), F.bool_or("_kept").alias("_kept"), F.bool_or("_img").alias("_img"),
+    ).select("_k", "_sign", "_ord", "_row_ord", "w.*", "_live", "_kept", "_img")
+
+
 def write_keyless(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_path: str) -> None:
     """Apply the batch's changes of ``prep``'s table, which has no key and current rows only,
     as described in the module docstring: appends the atoms to remember to ``deletes_path``
@@ -188,14 +243,11 @@ def write_keyless(spark: SparkSession, events: DataFrame, prep: Prepared, delete
     # (renames into the table: a snapshot read they moved in ranks as streamed, see rank_of)
     moved_in = [*prep.state.moved_in, *plan.moved_into]
 
-    def image(cs) -> F.Column:
-        return F.to_json(F.struct(*[c.alias(n) for c, n in zip(cs, names)]), KEY_JSON)
-
     rows = change_rows(events, plan, columns, prep.truncate, every_update_moves=True,
                        rank=rank_of("op", "position.order", by_position, moved_in))
     batch = frames.keep(rows.select(
         *[F.col(alias[n]) for n in names],
-        image([F.col(alias[n]) for n in names]).alias("_k"),
+        _image_json([F.col(alias[n]) for n in names], names).alias("_k"),
         F.when(F.col("_op") == "d", -1).otherwise(1).alias("_sign"),
         "_op", F.col("_ord").cast(ORDER_TYPE).alias("_ord"),
         "_pos_text", "_etime", *_flags(False, False, True),
@@ -212,18 +264,7 @@ def write_keyless(spark: SparkSession, events: DataFrame, prep: Prepared, delete
 
     parts = [batch]
     if prep.exists:
-        table = spark.read.format("delta").option("versionAsOf", latest_version(spark, path)).load(path)
-        live = table.select(
-            *[F.col(q(n)).alias(alias[n]) for n in names],
-            image([F.col(q(n)) for n in names]).alias("_k"),
-            F.lit(1).alias("_sign"),
-            F.col("_cdc_op").alias("_op"),
-            F.expr(_ord_sql(rank_of("_cdc_op", "_cdc_position", by_position, moved_in), "_cdc_position", "1", "_cdc_record")).alias("_ord"),
-            F.col("_cdc_position_text").alias("_pos_text"),
-            F.col("_cdc_event_time_ms").alias("_etime"),
-            *_flags(True, False, True),
-        )
-        parts.append(of_touched(live))
+        parts.append(of_touched(_live_atoms(spark, prep, moved_in)))
     # remembered atoms exist only for a table that had a delete (or an update) before
     if ((prep.state.delete_position is not None or (plan.moved_into and plan.max_delete is not None))
             and DeltaTable.isDeltaTable(spark, deletes_path)):
@@ -233,18 +274,9 @@ def write_keyless(spark: SparkSession, events: DataFrame, prep: Prepared, delete
     atoms = with_read_copies(reduce(lambda a, b: a.unionByName(b), parts).repartition("_k"), ["_k"],
                              ~F.col("_live") & ~F.col("_kept"), positive=F.col("_sign") == 1)
     if prep.truncate is not None:  # remembered atoms older than the table's truncate are gone with it
-        atoms = atoms.where(F.expr(f"{_order_of_change('_ord')} > {truncate_sql(prep.truncate)}"))
-    # one atom per image, sign and point (rank, position, sub): a change re-delivered (in
-    # another file or at another offset: its record differs), a row and its remembered atom.
-    # Its order is its first record's; ``_row_ord`` is the order of the table's row of it
+        atoms = atoms.where(F.expr(f"{order_of_change('_ord')} > {truncate_sql(prep.truncate)}"))
     payload = [*[alias[n] for n in names], "_op", "_pos_text", "_etime"]
-    atoms = atoms.groupBy("_k", "_sign", F.col("_ord._rank").alias("_pr"), F.col("_ord.pos").alias("_pp"), F.col("_ord._sub").alias("_ps"), "_pc").agg(
-        F.min("_ord").alias("_ord"),
-        F.max(F.when(F.col("_live"), F.col("_ord"))).alias("_row_ord"),
-        F.max_by(F.struct(*payload), F.col("_img").cast("int")).alias("w"),
-        F.bool_or("_live").alias("_live"), F.bool_or("_kept").alias("_kept"), F.bool_or("_img").alias("_img"),
-    ).select("_k", "_sign", "_ord", "_row_ord", "w.*", "_live", "_kept", "_img")
-    atoms = _count(atoms, by_position)
+    atoms = _count(_one_per_point(atoms, payload), by_position)
     candidate = (F.col("_sign") == 1) & (F.col("_in_snapshot") | F.col("_after"))
     by_image = Window.partitionBy("_k")
     atoms = atoms.withColumn("_rn", F.row_number().over(by_image.orderBy(candidate.desc(), F.col("_ord").desc())))
@@ -260,18 +292,9 @@ def write_keyless(spark: SparkSession, events: DataFrame, prep: Prepared, delete
         F.count_if(F.col("_act") == "del").alias("d"), F.count_if(F.col("_act") == "ins").alias("i"), F.count_if("_remember").alias("r")
     ).first()
     if n["r"]:  # before the MERGE (see _remember)
-        _remember(spark, acts.where("_remember").select(
-            F.lit(plan.name).alias("table"),
-            F.col("_k").alias("key"),
-            F.col("_ord.pos").alias("position"),
-            F.col("_pos_text").alias("position_text"),
-            F.expr(_record_of("_ord")).alias("record"),
-            F.col("_ord._sub").alias("sub"),
-            F.col("_etime").alias("event_time_ms"),
-            F.when(F.col("_sign") == 1, F.col("_op")).otherwise(F.lit("d")).alias("op"),
-        ), deletes_path, plan.name)
+        _remember(spark, _atoms_to_remember(acts, plan.name), deletes_path, plan.name)
     if not prep.exists:  # created by this batch (also when it holds no row: the table exists from now on)
-        writer = _as_table_rows(acts.where(F.col("_act") == "ins"), columns).write.format("delta").mode("append")
+        writer = as_table_rows(acts.where(F.col("_act") == "ins"), columns).write.format("delta").mode("append")
         for k, v in table_properties(columns).items():
             writer = writer.option(k, v)
         writer.save(path)
@@ -279,8 +302,16 @@ def write_keyless(spark: SparkSession, events: DataFrame, prep: Prepared, delete
         return
     if not (n["d"] or n["i"]):
         return
-    # the copy taken: its values, position and record (field by field: a row written before
-    # _cdc_record existed holds a null struct, read as null fields)
+    _merge_acts(spark, prep, acts)
+
+
+def _merge_acts(spark: SparkSession, prep: Prepared, acts: DataFrame) -> None:
+    """:func:`write_keyless`' MERGE: each ``del`` act deletes the copy it took (its values,
+    position and record, field by field: a row written before ``_cdc_record`` existed holds a
+    null struct, read as null fields), each ``ins`` act inserts a row; sets ``prep.out.result``
+    (a batch whose identity the table committed already: ``replayed``)."""
+    names, path, result = list(prep.columns), prep.path, prep.out.result
+    alias = {n: f"_c{i}" for i, n in enumerate(names)}
     same = " AND ".join(f"t.{q(c)} <=> s.{alias[c]}" for c in names)
     record = " AND ".join(f"t._cdc_record.{f} <=> s._row_ord.{g}" for f, g in (("file", "file"), ("line", "line"), ("partition", "part"), ("offset", "off")))
     cond = f"s._act = 'del' AND {same} AND t._cdc_position <=> s._row_ord.pos AND {record}"
@@ -289,7 +320,7 @@ def write_keyless(spark: SparkSession, events: DataFrame, prep: Prepared, delete
         "_cdc_position_text": "s._pos_text",
         "_cdc_op": "s._op",
         "_cdc_event_time_ms": "s._etime",
-        "_cdc_record": _record_of("s._ord"),
+        "_cdc_record": record_of_sql("s._ord"),
     }
     insert = {**{q(c): f"s.{alias[c]}" for c in names}, **{q(k): v for k, v in meta.items()}}
     metrics = (
@@ -318,9 +349,6 @@ def _remember(spark: SparkSession, df: DataFrame, deletes_path: str, table: str)
     with ``.keyless.<table>``, the batch's version) so that it is made once, and is tried again
     when another table's append to the same deletes table commits first (two tables may append
     at once)."""
-    from cdclake.apply.audit import TXN_APP_ID_CONF, TXN_VERSION_CONF, Txn, append
-    from cdclake.apply.batch import concurrent_conflict
-
     app, version = spark.conf.get(TXN_APP_ID_CONF, None), spark.conf.get(TXN_VERSION_CONF, None)
     txn = Txn(f"{app}.keyless.{table}", int(version)) if app and version else None
     for attempt in range(3):
@@ -388,7 +416,7 @@ def _remembered(spark: SparkSession, deletes_path: str, table: str, columns: dic
         F.to_json(F.col("_v"), KEY_JSON).alias("_k"),
         F.when(op == "d", -1).otherwise(1).alias("_sign"),
         op.alias("_op"),
-        F.expr(_ord_sql(rank, "position", "coalesce(sub, 1)", "record")).alias("_ord"),
+        F.expr(ord_struct_sql(rank, "position", "coalesce(sub, 1)", "record")).alias("_ord"),
         F.col("position_text").alias("_pos_text"),
         F.col("event_time_ms").alias("_etime"),
         *_flags(False, True, False),

@@ -28,8 +28,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.apply import types as T
+from cdclake.apply.ddl import column_changes, table_end, table_renames
+from cdclake.formats import snapshot_position_formats, update_halves_formats
 from cdclake.formats.sqltypes import untyped_spark_type
 from cdclake.model import qualified_name
+from cdclake.sqltext import sql_str
 
 #: a position as the driver compares it: ``position.order`` (decimals, compared like Spark
 #: compares arrays) and ``position.text``
@@ -348,11 +351,11 @@ class BatchPlan:
 
 def configured_key_sql(primary_keys: dict[str, list[str]] | None) -> str:
     """SQL over an event: the first configured key column of its table (the names
-    :func:`_choose_key` looks up: qualified name, ``database.table``, bare table), else NULL."""
+    :func:`choose_key` looks up: qualified name, ``database.table``, bare table), else NULL."""
     firsts = {n: k[0] for n, k in (primary_keys or {}).items() if k}
     if not firsts:
         return "cast(null as string)"
-    return _configured_sql("map(" + ", ".join(f"{_sql_str(n)}, {_sql_str(k)}" for n, k in firsts.items()) + ")")
+    return _configured_sql("map(" + ", ".join(f"{sql_str(n)}, {sql_str(k)}" for n, k in firsts.items()) + ")")
 
 
 def configured_keys_sql(primary_keys: dict[str, list[str]] | None) -> str:
@@ -361,12 +364,13 @@ def configured_keys_sql(primary_keys: dict[str, list[str]] | None) -> str:
     keys = {n: k for n, k in (primary_keys or {}).items() if k}
     if not keys:
         return "cast(null as array<string>)"
-    arrays = (f"{_sql_str(n)}, array({', '.join(_sql_str(c) for c in k)})" for n, k in keys.items())
+    arrays = (f"{sql_str(n)}, array({', '.join(sql_str(c) for c in k)})" for n, k in keys.items())
     return _configured_sql("map(" + ", ".join(arrays) + ")")
 
 
 #: SQL over an event: its table's qualified name (:func:`cdclake.model.qualified_name`)
 QUALIFIED_NAME_SQL = "concat_ws('.', nullif(database, ''), nullif(schema, ''), `table`)"
+
 
 def update_half_sql() -> str:
     """SQL over an event: it is one half of an update that its format writes as two records of
@@ -375,9 +379,7 @@ def update_half_sql() -> str:
     paired by :func:`cdclake.normalize.pair_update_halves`), in no transaction. An update with
     only its after image in another format (Debezium for PostgreSQL without a full replica
     identity) is a whole update, not a half."""
-    from cdclake.formats import update_halves_formats
-
-    fmts = ", ".join(_sql_str(f) for f in update_halves_formats()) or "''"
+    fmts = ", ".join(sql_str(f) for f in update_halves_formats()) or "''"
     return (f"(tx_id IS NULL AND kind = 'data' AND op = 'u' AND present IS NULL AND format IN ({fmts})"
             " AND ((before IS NULL) <> (after IS NULL)))")
 
@@ -397,7 +399,7 @@ def tx_key_sql(every_kind: bool = False) -> str:
     kinds = "" if every_kind else " AND kind IN ('data', 'ddl', 'tx_begin', 'tx_end')"
     return (
         f"CASE WHEN tx_id IS NOT NULL{kinds} THEN tx_id"
-        f" WHEN {update_half_sql()} THEN concat({_sql_str(UPDATE_HALVES_TX)},"
+        f" WHEN {update_half_sql()} THEN concat({sql_str(UPDATE_HALVES_TX)},"
         " to_json(named_struct('format', format, 'database', database, 'schema', schema, 'table', `table`, 'position', position))) END"
     )
 
@@ -411,52 +413,44 @@ def _configured_sql(m: str) -> str:
             f"try_element_at({m}, table))")
 
 
-def _sql_str(s: str) -> str:
-    """SQL string literal of ``s`` (backslashes and single quotes escaped)."""
-    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+def open_condition():
+    """The SQL condition (a Column over the aggregate of one transaction's events: ``n_seq``,
+    ``size``, ``last_seq``, ``begun``, ``ended``, ``said_last``, ``said_not_last``) that the
+    transaction is still open (see :mod:`cdclake.apply.transactions`)."""
+    expected = F.coalesce(F.col("size"), F.col("last_seq"))
+    unsized = F.coalesce(F.col("begun") & ~F.col("ended"), F.lit(False)) | F.coalesce(
+        F.col("said_not_last") & ~F.col("said_last"), F.lit(False)
+    )
+    return F.when(expected.isNotNull(), F.col("n_seq") < expected).otherwise(unsized)
 
 
-def summarize(
-    events: DataFrame, primary_keys: dict[str, list[str]] | None = None, records: bool = False, transactions: bool = False
-) -> list:
-    """Run the batch's one planning aggregate over ``events`` (EVENT_SCHEMA); returns its rows
-    (see the module docstring; ``by_table`` is 1 on rows of the set ``table``, 0 on rows of ``source``).
-    ``primary_keys`` (as for :func:`plan_batch`) names the key column whose range is measured
-    (:class:`KeyStats`). ``records``: see :func:`plan_batch`; a row whose ``pos`` is -1 (a held
-    event, see ``transactions``) is counted as neither a record nor an event.
+def _tx_columns() -> list:
+    """:func:`summarize`'s input columns for the transaction gate's grouping: ``tx`` (the
+    transaction's key, :func:`tx_key_sql`), ``tx_change`` (a change's place in its transaction:
+    ``tx_seq``, else its position; an update half: which half it is; counted distinct),
+    ``tx_seq``, ``tx_size`` (an update's two halves: a transaction of two), ``tx_last``,
+    ``from_held``, ``held_at_ms``."""
+    in_tx = F.col("tx_id").isNotNull() & F.col("kind").isin("data", "ddl", "tx_begin", "tx_end")
+    half = F.expr(update_half_sql())
+    seq = F.coalesce(F.col("tx_seq").cast("string"), F.col("position.text"))
+    return [
+        F.expr(tx_key_sql()).alias("tx"),
+        # a change's place in its transaction (tx_seq, else its position; an update half:
+        # which half it is): counted distinct
+        F.when(in_tx & F.col("kind").isin("data", "ddl"), seq)
+         .when(half, F.when(F.col("before").isNotNull(), F.lit("before")).otherwise(F.lit("after"))).alias("tx_change"),
+        # an update's two halves: a transaction of two
+        "tx_seq", F.when(half, F.lit(2).cast("bigint")).otherwise(F.col("tx_size")).alias("tx_size"), "tx_last",
+        "from_held", "held_at_ms",
+    ]
 
-    ``transactions``: the transaction gate's grouping in the same query
-    (:mod:`cdclake.apply.transactions`): ``events`` also have ``from_held`` (boolean) and
-    ``held_at_ms`` (bigint), and a set ``tx`` adds one row per transaction (``by_tx`` 0; 1 on
-    every other row): ``tx``, ``open`` (the transaction is still open, before the timeout),
-    ``n_seq``, ``size``, ``last_seq``, ``begun``, ``ended``, ``said_last``, ``said_not_last``,
-    ``n_tx`` (its events), ``n_held`` (of them from the held table), ``held_at_ms`` (least) and
-    ``last_event_time_ms``. Only transactions that are open or have held events are returned."""
-    is_data = F.col("kind") == "data"
-    tabled = F.col("table").isNotNull() & F.col("kind").isin("data", "ddl", "snapshot_end")
-    op = F.col("op")
-    order = F.col("position.order")
-    from cdclake.formats import snapshot_position_formats
 
-    by_position = F.col("format").isin(*snapshot_position_formats())
-    rank = F.when((op == "r") & ~by_position, 0).otherwise(1)
-    has_event = F.col("kind").isNotNull()
-    tx_cols = []
-    if transactions:
-        in_tx = F.col("tx_id").isNotNull() & F.col("kind").isin("data", "ddl", "tx_begin", "tx_end")
-        half = F.expr(update_half_sql())
-        seq = F.coalesce(F.col("tx_seq").cast("string"), F.col("position.text"))
-        tx_cols = [
-            F.expr(tx_key_sql()).alias("tx"),
-            # a change's place in its transaction (tx_seq, else its position; an update half:
-            # which half it is): counted distinct
-            F.when(in_tx & F.col("kind").isin("data", "ddl"), seq)
-             .when(half, F.when(F.col("before").isNotNull(), F.lit("before")).otherwise(F.lit("after"))).alias("tx_change"),
-            # an update's two halves: a transaction of two
-            "tx_seq", F.when(half, F.lit(2).cast("bigint")).otherwise(F.col("tx_size")).alias("tx_size"), "tx_last",
-            "from_held", "held_at_ms",
-        ]
-    df = events.select(
+def _summary_input(events: DataFrame, primary_keys: dict[str, list[str]] | None, records: bool, tx_cols: list, tabled, is_data,
+                   rank, has_event) -> DataFrame:
+    """:func:`summarize`'s input: one row per event with what the aggregate groups and reads
+    (``source``, ``cols``, ``rec``, ``ddl_rec``, ``keys``, ``rank``, ``k_name``, ``k_names``
+    besides the event's own columns)."""
+    return events.select(
         *(["error_code", "pos"] if records else []),
         *tx_cols,
         "database",
@@ -487,30 +481,39 @@ def summarize(
         F.expr(f"coalesce({configured_key_sql(primary_keys)}, primary_key[0])").alias("k_name"),
         F.expr(f"coalesce({configured_keys_sql(primary_keys)}, primary_key)").alias("k_names"),
     )
+
+
+def _key_aggregates(keyed, changed) -> list:
+    """:func:`summarize`'s aggregates of the key column ``k_name`` (:class:`KeyStats`): its
+    names, the changes that miss it (``changed``: a table's data changes but truncates), and its
+    range as numbers, text and timestamps over both images of the ``keyed`` changes."""
     kv = F.expr("try_element_at(after, k_name)")
     kb = F.expr("try_element_at(before, k_name)")
-    keyed = tabled & is_data & (op != "t") & F.col("k_name").isNotNull()
     dec = lambda c: F.expr(f"try_cast({c} as decimal(38,10))")  # noqa: E731
     ts = lambda c: F.expr(f"try_cast({c} as timestamp)")  # noqa: E731
     kv_s, kb_s = "try_element_at(after, k_name)", "try_element_at(before, k_name)"
-    count = lambda cond: F.count_if(cond & tabled)  # noqa: E731
-    half = is_data & (op == "u") & F.col("present").isNull() & (F.col("before").isNull() != F.col("after").isNull())
-    moving = (is_data & (op == "u") & F.col("present").isNotNull() & F.col("before").isNotNull() & F.col("after").isNotNull()
-              & F.expr("exists(k_names, k -> map_contains_key(before, k) AND map_contains_key(after, k) AND NOT (before[k] <=> after[k]))"))
-    aggs = [
-        F.min(F.when(tabled, order)).alias("first_order"),
-        F.max(F.when(tabled, order)).alias("last_order"),
-        F.max(F.when(tabled & (F.col("rank") == 1), order)).alias("last_streamed"),
-        *[count(is_data & (op == o)).alias(f"n_{o}") for o in "cudrt"],
-        count(is_data & ~by_position).alias("n_ranked"),
-        count(F.col("present").isNotNull()).alias("partial"),
-        count(half).alias("halves"),
-        # a partial update whose before image names a key column with another value moves its
-        # row to a new key (the lambda runs on partial updates with both images only)
-        count(moving).alias("moves"),
-        F.max(F.when(tabled & moving, order)).alias("max_move"),
-        F.max_by("primary_key", F.when(tabled & F.col("primary_key").isNotNull(), order)).alias("pk"),
-        F.max(F.when(tabled & F.col("primary_key").isNotNull(), order)).alias("pk_order"),
+    return [
+        F.min(F.when(keyed, F.col("k_name"))).alias("k_name_lo"),
+        F.max(F.when(keyed, F.col("k_name"))).alias("k_name_hi"),
+        F.count_if(changed & (F.col("k_name").isNull()
+                   | (F.col("after").isNotNull() & kv.isNull()) | (F.col("before").isNotNull() & kb.isNull()))).alias("k_missing"),
+        F.count_if(keyed & ((kv.isNotNull() & dec(kv_s).isNull()) | (kb.isNotNull() & dec(kb_s).isNull()))).alias("k_bad_num"),
+        F.count_if(keyed & ((kv.isNotNull() & ts(kv_s).isNull()) | (kb.isNotNull() & ts(kb_s).isNull()))).alias("k_bad_ts"),
+        F.min(F.when(keyed, F.least(dec(kv_s), dec(kb_s)))).alias("k_num_lo"),
+        F.max(F.when(keyed, F.greatest(dec(kv_s), dec(kb_s)))).alias("k_num_hi"),
+        F.min(F.when(keyed, F.least(kv, kb))).alias("k_text_lo"),
+        F.max(F.when(keyed, F.greatest(kv, kb))).alias("k_text_hi"),
+        # timestamps reach the driver as text (session time zone), not as Python datetimes
+        F.date_format(F.min(F.when(keyed, F.least(ts(kv_s), ts(kb_s)))), "yyyy-MM-dd HH:mm:ss.SSSSSS").alias("k_ts_lo"),
+        F.date_format(F.max(F.when(keyed, F.greatest(ts(kv_s), ts(kb_s)))), "yyyy-MM-dd HH:mm:ss.SSSSSS").alias("k_ts_hi"),
+    ]
+
+
+def _change_aggregates(tabled, is_data, count) -> list:
+    """:func:`summarize`'s aggregates of a table's truncates, oldest change, snapshot ends,
+    deletes and DDL (``tabled``: the event is a table's; ``count``: a count of those)."""
+    op, order = F.col("op"), F.col("position.order")
+    return [
         # the latest truncate: by position, then by its record (equal positions: arrival order)
         F.max(F.when(tabled & is_data & (op == "t"), F.struct(
             F.col("position.order").alias("order"),
@@ -535,6 +538,72 @@ def summarize(
                 F.col("event_time_ms").alias("etime"), F.col("format"),
                 F.col("ddl_rec").alias("record")))
         ).alias("ddls"),
+    ]
+
+
+def _tx_aggregates(has_event) -> list:
+    """:func:`summarize`'s aggregates of the set ``tx``: per transaction what
+    :func:`open_condition` and the gate read (:mod:`cdclake.apply.transactions`)."""
+    return [
+        F.size(F.collect_set("tx_change")).alias("n_seq"),
+        F.max("tx_size").alias("size"),
+        F.max(F.when(F.col("tx_last"), F.col("tx_seq"))).alias("last_seq"),
+        F.max(F.col("kind") == "tx_begin").alias("begun"),
+        F.max(F.col("kind") == "tx_end").alias("ended"),
+        F.max(F.col("tx_last")).alias("said_last"),
+        F.max(~F.col("tx_last")).alias("said_not_last"),
+        F.count_if(has_event).alias("n_tx"),
+        F.count_if(F.col("from_held")).alias("n_held"),
+        F.min("held_at_ms").alias("held_at_ms"),
+        F.grouping("tx").alias("by_tx"),
+    ]
+
+
+def summarize(
+    events: DataFrame, primary_keys: dict[str, list[str]] | None = None, records: bool = False, transactions: bool = False
+) -> list:
+    """Run the batch's one planning aggregate over ``events`` (EVENT_SCHEMA); returns its rows
+    (see the module docstring; ``by_table`` is 1 on rows of the set ``table``, 0 on rows of ``source``).
+    ``primary_keys`` (as for :func:`plan_batch`) names the key column whose range is measured
+    (:class:`KeyStats`). ``records``: see :func:`plan_batch`; a row whose ``pos`` is -1 (a held
+    event, see ``transactions``) is counted as neither a record nor an event.
+
+    ``transactions``: the transaction gate's grouping in the same query
+    (:mod:`cdclake.apply.transactions`): ``events`` also have ``from_held`` (boolean) and
+    ``held_at_ms`` (bigint), and a set ``tx`` adds one row per transaction (``by_tx`` 0; 1 on
+    every other row): ``tx``, ``open`` (the transaction is still open, before the timeout),
+    ``n_seq``, ``size``, ``last_seq``, ``begun``, ``ended``, ``said_last``, ``said_not_last``,
+    ``n_tx`` (its events), ``n_held`` (of them from the held table), ``held_at_ms`` (least) and
+    ``last_event_time_ms``. Only transactions that are open or have held events are returned."""
+    is_data = F.col("kind") == "data"
+    tabled = F.col("table").isNotNull() & F.col("kind").isin("data", "ddl", "snapshot_end")
+    op = F.col("op")
+    order = F.col("position.order")
+    by_position = F.col("format").isin(*snapshot_position_formats())
+    rank = F.when((op == "r") & ~by_position, 0).otherwise(1)
+    has_event = F.col("kind").isNotNull()
+    tx_cols = _tx_columns() if transactions else []
+    df = _summary_input(events, primary_keys, records, tx_cols, tabled, is_data, rank, has_event)
+    keyed = tabled & is_data & (op != "t") & F.col("k_name").isNotNull()
+    count = lambda cond: F.count_if(cond & tabled)  # noqa: E731
+    half = is_data & (op == "u") & F.col("present").isNull() & (F.col("before").isNull() != F.col("after").isNull())
+    moving = (is_data & (op == "u") & F.col("present").isNotNull() & F.col("before").isNotNull() & F.col("after").isNotNull()
+              & F.expr("exists(k_names, k -> map_contains_key(before, k) AND map_contains_key(after, k) AND NOT (before[k] <=> after[k]))"))
+    aggs = [
+        F.min(F.when(tabled, order)).alias("first_order"),
+        F.max(F.when(tabled, order)).alias("last_order"),
+        F.max(F.when(tabled & (F.col("rank") == 1), order)).alias("last_streamed"),
+        *[count(is_data & (op == o)).alias(f"n_{o}") for o in "cudrt"],
+        count(is_data & ~by_position).alias("n_ranked"),
+        count(F.col("present").isNotNull()).alias("partial"),
+        count(half).alias("halves"),
+        # a partial update whose before image names a key column with another value moves its
+        # row to a new key (the lambda runs on partial updates with both images only)
+        count(moving).alias("moves"),
+        F.max(F.when(tabled & moving, order)).alias("max_move"),
+        F.max_by("primary_key", F.when(tabled & F.col("primary_key").isNotNull(), order)).alias("pk"),
+        F.max(F.when(tabled & F.col("primary_key").isNotNull(), order)).alias("pk_order"),
+        *_change_aggregates(tabled, is_data, count),
         # positions of data and DDL only: a heartbeat's or transaction marker's position is
         # another coordinate (Debezium: a bare ts_ms) that does not order with them; their
         # event times do move the source's event time (and so its lag)
@@ -542,19 +611,7 @@ def summarize(
         F.max("event_time_ms").alias("last_event_time_ms"),
         F.max(F.when(F.col("kind") == "heartbeat", F.col("event_time_ms"))).alias("last_heartbeat_ms"),
         F.grouping("source").alias("by_table"),
-        F.min(F.when(keyed, F.col("k_name"))).alias("k_name_lo"),
-        F.max(F.when(keyed, F.col("k_name"))).alias("k_name_hi"),
-        F.count_if(tabled & is_data & (op != "t") & (F.col("k_name").isNull()
-                   | (F.col("after").isNotNull() & kv.isNull()) | (F.col("before").isNotNull() & kb.isNull()))).alias("k_missing"),
-        F.count_if(keyed & ((kv.isNotNull() & dec(kv_s).isNull()) | (kb.isNotNull() & dec(kb_s).isNull()))).alias("k_bad_num"),
-        F.count_if(keyed & ((kv.isNotNull() & ts(kv_s).isNull()) | (kb.isNotNull() & ts(kb_s).isNull()))).alias("k_bad_ts"),
-        F.min(F.when(keyed, F.least(dec(kv_s), dec(kb_s)))).alias("k_num_lo"),
-        F.max(F.when(keyed, F.greatest(dec(kv_s), dec(kb_s)))).alias("k_num_hi"),
-        F.min(F.when(keyed, F.least(kv, kb))).alias("k_text_lo"),
-        F.max(F.when(keyed, F.greatest(kv, kb))).alias("k_text_hi"),
-        # timestamps reach the driver as text (session time zone), not as Python datetimes
-        F.date_format(F.min(F.when(keyed, F.least(ts(kv_s), ts(kb_s)))), "yyyy-MM-dd HH:mm:ss.SSSSSS").alias("k_ts_lo"),
-        F.date_format(F.max(F.when(keyed, F.greatest(ts(kv_s), ts(kb_s)))), "yyyy-MM-dd HH:mm:ss.SSSSSS").alias("k_ts_hi"),
+        *_key_aggregates(keyed, tabled & is_data & (op != "t")),
     ]
     ident = [F.col("database"), F.col("schema"), F.col("table")]
     sets = [[*ident, F.col("cols"), F.col("keys")], [F.col("source"), *ident]]
@@ -569,23 +626,9 @@ def summarize(
         ]
     if not transactions:
         return df.groupingSets(sets, *by).agg(*aggs).collect()
-    from cdclake.apply.transactions import open_condition
-
     sets.append([F.col("tx")])
     by.append(F.col("tx"))
-    aggs += [
-        F.size(F.collect_set("tx_change")).alias("n_seq"),
-        F.max("tx_size").alias("size"),
-        F.max(F.when(F.col("tx_last"), F.col("tx_seq"))).alias("last_seq"),
-        F.max(F.col("kind") == "tx_begin").alias("begun"),
-        F.max(F.col("kind") == "tx_end").alias("ended"),
-        F.max(F.col("tx_last")).alias("said_last"),
-        F.max(~F.col("tx_last")).alias("said_not_last"),
-        F.count_if(has_event).alias("n_tx"),
-        F.count_if(F.col("from_held")).alias("n_held"),
-        F.min("held_at_ms").alias("held_at_ms"),
-        F.grouping("tx").alias("by_tx"),
-    ]
+    aggs += _tx_aggregates(has_event)
     out = df.groupingSets(sets, *by).agg(*aggs)
     is_tx = (F.col("by_tx") == 0) & F.col("tx").isNotNull()
     out = out.select("*", F.when(is_tx, open_condition()).alias("open"))
@@ -606,6 +649,96 @@ def plan_batch(events: DataFrame, primary_keys: dict[str, list[str]] | None = No
     Runs one aggregation (:func:`summarize`); the rest is :func:`build_plan`.
     """
     return build_plan([r.asDict(recursive=False) for r in summarize(events, primary_keys, records)], primary_keys)
+
+
+def _add_orders(p: TablePlan, r: dict) -> None:
+    """:func:`build_plan`: the orders of one aggregate row ``r`` of ``p``'s table (its latest
+    truncate, snapshot end, delete and move, its oldest change) merged into ``p``."""
+    if r["truncate"] is not None:
+        t = (_order(r["truncate"]), _text(r["truncate"]))
+        rec = record_tuple(r["truncate"]["record"])
+        if p.truncate is None or truncate_key(t[0], rec) > truncate_key(p.truncate[0], p.truncate_record):
+            p.truncate, p.truncate_record = t, rec
+    p.snapshot_ends += r.get("n_snapshot_end") or 0
+    if r.get("snapshot_end") is not None:
+        e = (_list(r["snapshot_end"]["order"]), r["snapshot_end"]["text"], r["snapshot_end"]["etime"])
+        if p.snapshot_end is None or order_key(e[0]) > order_key(p.snapshot_end[0]):
+            p.snapshot_end = e
+    if r["min_data"] is not None:
+        m = (r["min_data"]["rank"], _list(r["min_data"]["order"]))
+        if p.min_data is None or ranked_key(*m) < ranked_key(*p.min_data):
+            p.min_data = m
+    if r["max_delete"] is not None:
+        d = _list(r["max_delete"])
+        if p.max_delete is None or order_key(d) > order_key(p.max_delete):
+            p.max_delete = d
+    if r.get("max_move") is not None:
+        d = _list(r["max_move"])
+        if p.max_move is None or order_key(d) > order_key(p.max_move):
+            p.max_move = d
+
+
+def _add_columns(p: TablePlan, r: dict, firsts: dict, types: dict, sources: dict, lasts: dict) -> None:
+    """:func:`build_plan`: the columns one aggregate row ``r`` of ``p``'s table declares or its
+    images name: where each is first seen (``firsts``), its declared types (``types``), first
+    source type (``sources``), and the order of the last event that declares it (``lasts``); and
+    ``p.last_streamed``."""
+    first = order_key(r["first_order"])
+    last = order_key(r.get("last_order") or r["first_order"])
+    if r.get("last_streamed") is not None and (p.last_streamed is None or order_key(r["last_streamed"]) > order_key(p.last_streamed)):
+        p.last_streamed = _list(r["last_streamed"])
+    declared = [dict(c.asDict() if hasattr(c, "asDict") else c) for c in (r["cols"] or [])]
+    names = set()
+    for i, c in enumerate(declared):
+        if c.get("name") is None:
+            continue
+        names.add(c["name"])
+        _first_seen(firsts, c["name"], (first, 0, i))
+        types.setdefault(c["name"], []).append(c.get("spark_type"))
+        sources.setdefault(c["name"], c.get("source_type"))
+    for i, n in enumerate(r["keys"] or []):
+        if n not in names:
+            _first_seen(firsts, n, (first, 1, i))
+            types.setdefault(n, []).append("string")
+    for n in names | set(r["keys"] or []):
+        if n not in lasts or last > lasts[n]:
+            lasts[n] = last
+
+
+def _finish_table(p: TablePlan, firsts: dict, types: dict, sources: dict, message_key: list | None, lasts: dict,
+                  primary_keys: dict[str, list[str]]) -> None:
+    """:func:`build_plan`: ``p``'s columns in first-seen order, each typed the widest of its
+    declarations (an untyped one from its source type name), its DDL in order, its key
+    (configuration > message), and the batch's column DDL and table ends followed."""
+    for n in sorted(firsts, key=lambda n: firsts[n]):
+        t = None
+        for cand in types[n]:
+            if cand is not None:
+                t = T.normalize(cand) if t is None else T.widen(t, cand)
+        if t is None:  # no event of the batch types it: a new column's type from its source type name
+            p.untyped.append(n)
+            t = untyped_spark_type(sources.get(n))
+        p.columns[n] = t
+    p.ddl.sort(key=lambda d: order_key(d[0]))
+    p.message_key = message_key
+    choose_key(p, primary_keys)
+    p.lasts = lasts
+    p.declared = (dict(p.columns), list(p.untyped), list(p.key), dict(p.lasts))
+    _follow_drops_and_renames(p, p.lasts)
+    _follow_table_ends(p)
+
+
+def _source_rows(by_source: dict) -> list[SourceProgress]:
+    """:func:`build_plan`: one :class:`SourceProgress` per source (file, or topic and
+    partition) over its tables' rows: its latest position, event time and heartbeat."""
+    out = []
+    for src, rs in by_source.items():
+        best = max(rs, key=lambda r: (order_key(_order(r["last_position"])), _text(r["last_position"]) or ""))
+        times = [r["last_event_time_ms"] for r in rs if r["last_event_time_ms"] is not None]
+        beats = [r["last_heartbeat_ms"] for r in rs if r["table"] is None and r["last_heartbeat_ms"] is not None]
+        out.append(SourceProgress(src, None, _order(best["last_position"]), _text(best["last_position"]),
+                                  max(times) if times else None, max(beats) if beats else None))
+    return out
 
 
 def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = None) -> BatchPlan:
@@ -669,82 +802,14 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
             cand = (order_key(r["pk_order"]), list(r["pk"]))
             if k not in pk_best or cand[0] > pk_best[k][0]:
                 pk_best[k] = cand
-        if r["truncate"] is not None:
-            t = (_order(r["truncate"]), _text(r["truncate"]))
-            rec = record_tuple(r["truncate"]["record"])
-            if p.truncate is None or truncate_key(t[0], rec) > truncate_key(p.truncate[0], p.truncate_record):
-                p.truncate, p.truncate_record = t, rec
-        p.snapshot_ends += r.get("n_snapshot_end") or 0
-        if r.get("snapshot_end") is not None:
-            e = (_list(r["snapshot_end"]["order"]), r["snapshot_end"]["text"], r["snapshot_end"]["etime"])
-            if p.snapshot_end is None or order_key(e[0]) > order_key(p.snapshot_end[0]):
-                p.snapshot_end = e
-        if r["min_data"] is not None:
-            m = (r["min_data"]["rank"], _list(r["min_data"]["order"]))
-            if p.min_data is None or ranked_key(*m) < ranked_key(*p.min_data):
-                p.min_data = m
-        if r["max_delete"] is not None:
-            d = _list(r["max_delete"])
-            if p.max_delete is None or order_key(d) > order_key(p.max_delete):
-                p.max_delete = d
-        if r.get("max_move") is not None:
-            d = _list(r["max_move"])
-            if p.max_move is None or order_key(d) > order_key(p.max_move):
-                p.max_move = d
+        _add_orders(p, r)
         for x in r["ddls"] or []:
             p.ddl.append((_list(x["order"]), x["text"], x["ddl"]))
             _read_table_renames(renames, k, x)
-        first = order_key(r["first_order"])
-        last = order_key(r.get("last_order") or r["first_order"])
-        if r.get("last_streamed") is not None and (p.last_streamed is None or order_key(r["last_streamed"]) > order_key(p.last_streamed)):
-            p.last_streamed = _list(r["last_streamed"])
-        declared = [dict(c.asDict() if hasattr(c, "asDict") else c) for c in (r["cols"] or [])]
-        names = set()
-        for i, c in enumerate(declared):
-            if c.get("name") is None:
-                continue
-            names.add(c["name"])
-            _first_seen(firsts[k], c["name"], (first, 0, i))
-            types[k].setdefault(c["name"], []).append(c.get("spark_type"))
-            sources[k].setdefault(c["name"], c.get("source_type"))
-        for i, n in enumerate(r["keys"] or []):
-            if n not in names:
-                _first_seen(firsts[k], n, (first, 1, i))
-                types[k].setdefault(n, []).append("string")
-        for n in names | set(r["keys"] or []):
-            if n not in lasts.setdefault(k, {}) or last > lasts[k][n]:
-                lasts[k][n] = last
+        _add_columns(p, r, firsts[k], types[k], sources[k], lasts.setdefault(k, {}))
     for k, p in plans.items():
-        for n in sorted(firsts[k], key=lambda n: firsts[k][n]):
-            t = None
-            for cand in types[k][n]:
-                if cand is not None:
-                    t = T.normalize(cand) if t is None else T.widen(t, cand)
-            if t is None:  # no event of the batch types it: a new column's type from its source type name
-                p.untyped.append(n)
-                t = untyped_spark_type(sources[k].get(n))
-            p.columns[n] = t
-        p.ddl.sort(key=lambda d: order_key(d[0]))
-        p.message_key = pk_best[k][1] if k in pk_best else None
-        _choose_key(p, primary_keys)
-        p.lasts = lasts.get(k, {})
-        p.declared = (dict(p.columns), list(p.untyped), list(p.key), dict(p.lasts))
-        _follow_drops_and_renames(p, p.lasts)
-        _follow_table_ends(p)
-    for src, rs in by_source.items():
-        best = max(rs, key=lambda r: (order_key(_order(r["last_position"])), _text(r["last_position"]) or ""))
-        times = [r["last_event_time_ms"] for r in rs if r["last_event_time_ms"] is not None]
-        beats = [r["last_heartbeat_ms"] for r in rs if r["table"] is None and r["last_heartbeat_ms"] is not None]
-        progress.append(
-            SourceProgress(
-                src,
-                None,
-                _order(best["last_position"]),
-                _text(best["last_position"]),
-                max(times) if times else None,
-                max(beats) if beats else None,
-            )
-        )
+        _finish_table(p, firsts[k], types[k], sources[k], pk_best[k][1] if k in pk_best else None, lasts.get(k, {}), primary_keys)
+    progress += _source_rows(by_source)
     steps = sorted(renames.values(), key=lambda m: (order_key(m.order), record_key(m.record), m.step))
     # numbered per position and source namespace, not per statement: two statements of one
     # position (Canal's coarse positions) get distinct points, in record order; a rename of
@@ -772,8 +837,6 @@ def _read_table_renames(renames: dict, table: tuple, x) -> None:
     may share coordinates: two topics' partition and offset) counts for each. A name of one part is in the DDL
     event's database (and schema); of two parts, ``database.table`` where the source has no
     schemas (the event's schema is null), else ``schema.table`` in the event's database."""
-    from cdclake.apply.ddl import table_renames
-
     def resolve(name: tuple) -> tuple:
         db, schema, _ = table
         if len(name) == 1:
@@ -810,8 +873,6 @@ def column_ddl(p: TablePlan) -> list[tuple[list, str, str]]:
     """``(order, text, ddl)`` of the batch's DDL statements of table ``p`` that drop or rename a
     column (kept in the progress table's ``column_ddl``, :func:`follow_past_column_ddl`). Pure
     Python."""
-    from cdclake.apply.ddl import column_changes
-
     return [d for d in p.ddl if any(c[0] in ("drop", "rename") for c in column_changes(d[2]))]
 
 
@@ -872,8 +933,6 @@ def names_back(columns: list[str], history: list[tuple[list, str, str]]) -> dict
     Each statement of ``history`` is read once (a statement twice would read as the column's
     name renamed away).
     """
-    from cdclake.apply.ddl import column_changes
-
     steps = [(order, change) for order, _text, ddl in history for change in column_changes(ddl)]
     out = {}
     for c in columns:
@@ -889,6 +948,42 @@ def names_back(columns: list[str], history: list[tuple[list, str, str]]) -> dict
     return out
 
 
+def _follow_drop(p: TablePlan, old: str, chained: bool, earlier: bool) -> None:
+    """:func:`_follow_drops_and_renames` of a ``DROP COLUMN old``: the column leaves ``p``'s
+    columns and renames; it is recorded in ``p.drops`` unless an earlier batch dropped it (a
+    column of that name in the table now was added again, and stays). ``chained``: the drop
+    ends a chain of the batch's renames (the batch's old name is dropped in the end)."""
+    if chained and p.renames[old] not in p.key and p.renames[old] not in p.drops:
+        p.drops.append(p.renames[old])
+    p.columns.pop(old, None)
+    p.untyped = [n for n in p.untyped if n != old]
+    p.renames = {n: o for n, o in p.renames.items() if n != old}
+    p.rename_from.pop(old, None)
+    p.rename_steps.pop(old, None)
+    if chained:
+        p.rename_orders.pop(old, None)
+    if old not in p.drops and not earlier:
+        p.drops.append(old)
+
+
+def _rename_column_type(p: TablePlan, old: str, new: str) -> None:
+    """``p.columns`` with ``old`` renamed to ``new`` in its place, typed the wider of the two
+    (an untyped side, :attr:`TablePlan.untyped`, has a stand-in type only: the other side's
+    wins); nothing when the batch declares no ``old``."""
+    t_old, t_new = p.columns.get(old), p.columns.get(new)
+    if t_old is None:
+        return
+    if t_new is None or new in p.untyped:
+        wide = t_old
+    elif old in p.untyped:
+        wide = t_new
+    else:
+        wide = T.widen(t_old, t_new)
+    untyped = old in p.untyped and (t_new is None or new in p.untyped)
+    p.columns = {(new if n == old else n): (wide if n == old else t) for n, t in p.columns.items() if n != new}
+    p.untyped = [n for n in p.untyped if n not in (old, new)] + ([new] if untyped else [])
+
+
 def _follow_drops_and_renames(p: TablePlan, lasts: dict[str, list], ddl: list | None = None, applied=frozenset(),
                               report: bool = True) -> None:
     """Apply the column drops and renames of the batch's DDL (in position order) to
@@ -900,8 +995,6 @@ def _follow_drops_and_renames(p: TablePlan, lasts: dict[str, list], ddl: list | 
     applied to the table: only a column the batch declares is followed (or the new name of one
     of the batch's renames: a chain), and recorded in ``p.earlier_renames``. ``report``: say
     in ``p.unapplied`` what the batch's statements cannot do."""
-    from cdclake.apply.ddl import column_changes
-
     done = set()
     for statement in p.ddl if ddl is None else ddl:
         if _statement(statement) in done:  # (a statement delivered twice in the batch: once; again, a
@@ -929,31 +1022,10 @@ def _follow_drops_and_renames(p: TablePlan, lasts: dict[str, list], ddl: list | 
             if old in lasts and lasts[old] > at or earlier and old not in lasts and not chained:
                 continue
             if change[0] == "drop":
-                if chained and p.renames[old] not in p.key and p.renames[old] not in p.drops:
-                    p.drops.append(p.renames[old])  # the batch's old name, dropped in the end
-                p.columns.pop(old, None)
-                p.untyped = [n for n in p.untyped if n != old]
-                p.renames = {n: o for n, o in p.renames.items() if n != old}
-                p.rename_from.pop(old, None)
-                p.rename_steps.pop(old, None)
-                if chained:
-                    p.rename_orders.pop(old, None)
-                if old not in p.drops and not earlier:  # (an earlier batch dropped it: a column of
-                    p.drops.append(old)  # that name in the table now was added again, and stays)
+                _follow_drop(p, old, chained, earlier)
                 continue
             new = change[2]
-            t_old, t_new = p.columns.get(old), p.columns.get(new)
-            if t_old is not None:
-                # an untyped side (TablePlan.untyped) has a stand-in type only: the other side's wins
-                if t_new is None or new in p.untyped:
-                    wide = t_old
-                elif old in p.untyped:
-                    wide = t_new
-                else:
-                    wide = T.widen(t_old, t_new)
-                untyped = old in p.untyped and (t_new is None or new in p.untyped)
-                p.columns = {(new if n == old else n): (wide if n == old else t) for n, t in p.columns.items() if n != new}
-                p.untyped = [n for n in p.untyped if n not in (old, new)] + ([new] if untyped else [])
+            _rename_column_type(p, old, new)
             if not earlier and old in p.earlier_renames:  # the table has old (an earlier batch named it)
                 p.renames.pop(old, None)
                 p.rename_orders.pop(old, None)
@@ -985,8 +1057,6 @@ def _follow_table_ends(p: TablePlan) -> None:
     :func:`cdclake.apply.ddl.table_end`) ends the table's rows at its position: it becomes the
     batch's truncate when it is the latest, and says so in ``p.ended`` (schema history). So
     does the end of a full snapshot (:attr:`TablePlan.snapshot_end`)."""
-    from cdclake.apply.ddl import table_end
-
     found = [(order, text, None, f"table {'dropped' if verb == 'drop' else 'truncated'} at the source")
              for order, text, verb in ((o, t, table_end(d, p.table)) for o, t, d in p.ddl) if verb is not None]
     if p.snapshot_end is not None and p.snapshot_by_position:
@@ -1001,7 +1071,7 @@ def _follow_table_ends(p: TablePlan) -> None:
         p.ended.append(f"{what} (position {text}): its older rows removed, as by a truncate")
 
 
-def _choose_key(p: TablePlan, configured: dict[str, list[str]]) -> None:
+def choose_key(p: TablePlan, configured: dict[str, list[str]]) -> None:
     for name in (p.name, f"{p.database}.{p.table}" if p.database else None, p.table):
         if name and name in configured:
             p.key, p.key_source = list(configured[name]), "configuration"

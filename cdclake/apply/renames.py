@@ -77,7 +77,8 @@ batches (two such statements delivered in different batches can get the same poi
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from functools import cache, reduce
 
 from delta.tables import DeltaTable
@@ -86,26 +87,53 @@ from pyspark.sql import functions as F
 
 from cdclake import frames
 from cdclake.apply import audit
+from cdclake.apply.ddl import column_changes, table_end
 from cdclake.apply.delta_table import (
-    COLUMN_ORDERS,
-    SYSTEM_COLUMNS,
     ApplyResult,
+    COLUMN_ORDERS,
+    KEY_JSON,
+    META_COLUMNS,
+    SYSTEM_COLUMNS,
     TableState,
-    _create_empty,
-    _lit,
-    _source_columns,
-    _ord_sql,
-    _order_sql,
     column_order_sql,
+    create_empty,
+    ord_struct_sql,
     order_sql,
+    position_literal_sql,
     q,
     rank_sql,
+    source_column_types,
+    sql_str,
 )
+from cdclake.apply.keyless import after_truncate_sql, moved_read_sql, rank_of
 from cdclake.apply.plan import (
-    QUALIFIED_NAME_SQL, RECORD_FIELDS, BatchPlan, TableRename, TablePlan, order_key, plan_batch, record_struct_sql,
+    BatchPlan,
+    QUALIFIED_NAME_SQL,
+    RECORD_FIELDS,
+    TablePlan,
+    TableRename,
+    choose_key,
+    names_back,
+    order_key,
+    plan_batch,
+    ranked_key,
+    record_struct_sql,
+    summarize,
+    tx_key_sql,
 )
-from cdclake.model import EVENT_SCHEMA, Kind, Op
+from cdclake.apply.tasks import TableFailed, guarded, table_path
+from cdclake.apply.transactions import read_held
+from cdclake.apply.types import normalize, widen
+from cdclake.formats import snapshot_position_formats
+from cdclake.model import EVENT_SCHEMA, Kind, Op, qualified_name
 from cdclake.values import TS_FORMAT
+
+#: applies canonical events as a batch of their own: :func:`cdclake.apply.batch.apply_batch`
+#: (``spark, events, target, primary_keys, txn, plan=, fmt=, changelog=``), handed in by the batch
+Apply = Callable[..., list[ApplyResult]]
+#: applies events read again from the changelog as a re-delivery: :func:`cdclake.apply.batch.reapply`
+#: (``spark, events, target, primary_keys, txn, plan, fmt, progress``)
+Reapply = Callable[..., list[ApplyResult]]
 
 
 def rename_point(rename: TableRename) -> list:
@@ -138,23 +166,21 @@ def source_rows(spark: SparkSession, path: str, point: list, by_position: bool,
     :func:`cdclake.apply.keyless.rank_of`); a history table, its versions begun before the
     point and not ended by it. Returns ``(rows, source columns name -> Spark type, history)``;
     ``rows`` has the table's columns."""
-    from cdclake.apply.keyless import rank_of
-
     df = DeltaTable.forPath(spark, path).toDF()
     columns = {f.name: f.dataType.simpleString() for f in df.schema.fields if f.name not in SYSTEM_COLUMNS}
     history = "_cdc_is_current" in df.columns
     rank = rank_of('_cdc_op', '_cdc_position', by_position, list(moved_in))
     before = (f"{order_sql(rank, '_cdc_position', '1', *(f'_cdc_record.{f}' for f in RECORD_FIELDS))}"
-              f" < {order_sql('1', _order_sql(point), '0', *(['null'] * len(RECORD_FIELDS)))}")
+              f" < {order_sql('1', position_literal_sql(point), '0', *(['null'] * len(RECORD_FIELDS)))}")
     cond = f"({before})"
     if history:
-        cond += f" AND (_cdc_end IS NULL OR _cdc_end.position >= {_order_sql(point)})"
+        cond += f" AND (_cdc_end IS NULL OR _cdc_end.position >= {position_literal_sql(point)})"
     return df.where(cond), columns, history
 
 
 def _str(v) -> str:
     """SQL string literal of ``v`` (None: a null string; else :func:`delta_table._lit`)."""
-    return "cast(null as string)" if v is None else _lit(str(v))
+    return "cast(null as string)" if v is None else sql_str(str(v))
 
 
 def _ident(name: str) -> str:
@@ -243,10 +269,8 @@ def _with_lines(plan: BatchPlan, lines: dict[str, str], wave: list[TableRename],
 def configured_key(table: tuple, primary_keys: dict[str, list[str]] | None) -> list[str]:
     """The key configured for ``table`` ((database, schema, table)), as
     :func:`cdclake.apply.plan.plan_batch` looks it up; [] when none is."""
-    from cdclake.apply.plan import _choose_key
-
     p = TablePlan(*table)
-    _choose_key(p, primary_keys or {})
+    choose_key(p, primary_keys or {})
     return p.key if p.key_source == "configuration" else []
 
 
@@ -261,8 +285,6 @@ def keys_through_renames(primary_keys: dict[str, list[str]] | None, states: dict
     rows were (:func:`apply_renames`). A configured key wins over a message's
     (:func:`cdclake.apply.plan.plan_batch`), so does one given on this way. Pure Python;
     returns ``primary_keys`` itself when nothing is added."""
-    from cdclake.model import qualified_name
-
     keys = primary_keys or {}
     if not keys:
         return keys
@@ -289,8 +311,6 @@ def reads_stay(r: TableRename, key: list[str] | None, primary_keys: dict[str, li
     rename's format ranks such reads below the stream. There the read keeps its image capped
     (one row or none: :mod:`cdclake.apply.keyless`, :func:`cdclake.apply.history._copy_ends`)
     as it was in the old table. Pure Python."""
-    from cdclake.formats import snapshot_position_formats
-
     return not (key or configured_key(r.new, primary_keys) or (r.format or "") in snapshot_position_formats())
 
 
@@ -333,6 +353,99 @@ def _not_applied(spark: SparkSession, target: str, r: TableRename, why: str) -> 
                                                  f" (position {r.text}): {why}", r.ddl, r.text)])
 
 
+def _new_table(spark: SparkSession, target: str, r: TableRename, columns: dict[str, str], history: bool,
+               caps: bool) -> bool | ApplyResult:
+    """Step ``r``'s new table: created (empty, ``columns``) when missing, of the old one's kind
+    (a history table when ``history``); an existing one keeps its own kind. Returns whether the
+    caps of the old table's ended reads go on there (``caps``, in a history table), or the
+    failed :class:`ApplyResult` when the file system or Delta refuses the new table: the old
+    one keeps its rows, and the step is tried again with the next delivery."""
+    new = r.new_name
+    if DeltaTable.isDeltaTable(spark, table_path(target, new)):
+        return caps and "_cdc_is_current" in spark.read.format("delta").load(table_path(target, new)).columns
+    made = guarded(new, lambda: create_empty(spark, table_path(target, new), columns, history))
+    if isinstance(made, TableFailed):
+        _not_applied(spark, target, r, f"table {new} could not be created here: {made.reason}")
+        return ApplyResult(new, failed=f"{made.code}: {made.reason}")
+    return caps
+
+
+@dataclass
+class _Wave:
+    """What :func:`apply_renames` gathers for one wave of rename steps: per step its moved rows
+    (``moves``) and the ends of the old table's rows (``ends``), the old tables' remembered
+    deletes to carry (``carried``: step, index, :func:`_carry_deletes` arguments) and, by new or
+    old name, what the two applies' plans carry (:func:`_with_lines`)."""
+
+    moves: list = field(default_factory=list)
+    ends: list = field(default_factory=list)
+    carried: list = field(default_factory=list)
+    lines_to: dict = field(default_factory=dict)
+    lines_from: dict = field(default_factory=dict)
+    renamed: dict = field(default_factory=dict)
+    max_delete: dict = field(default_factory=dict)
+    max_move: dict = field(default_factory=dict)
+    column_ddl: dict = field(default_factory=dict)
+    moved_into: dict = field(default_factory=dict)
+
+    def add(self, r: TableRename, i: int, m: DataFrame, e: DataFrame, state: TableState, how: dict, early) -> None:
+        """Step ``r`` (its ``i``-th place in the batch's renames): its moved rows ``m`` and ends
+        ``e``, the old table's ``state``, how its deletes are carried (``how``), ``early``: the
+        latest position an earlier batch wrote the old name after the rename, else None."""
+        old, new = r.old_name, r.new_name
+        self.moves.append(m)
+        self.ends.append(e)
+        if state.delete_position is not None or how["caps"]:  # (deletes, or caps to carry)
+            self.carried.append((r, i, how))
+        point = rename_point(r)
+        if state.delete_position is not None:
+            self.max_delete[new] = [*point, *state.delete_position]
+            if state.move_position is not None:  # (a move is remembered with its delete)
+                self.max_move[new] = [*point, *state.move_position]
+        self.renamed[old] = (point, r.record, r.new, r.text, r.event_time_ms)
+        self.moved_into[new] = list(point)
+        # the old table's column drops and renames before the point go on as the new one's,
+        # at the point followed by their own order: a late event of the old table moved
+        # there is read with the columns in force at its position
+        self.column_ddl[new] = [([*point, *order], text, ddl) for order, text, ddl in state.column_ddl
+                                if order_key(order) < order_key(point)]
+        self.lines_to[new] = (f"table renamed from {old} at the source (position {r.text}): its rows moved here;"
+                              " rows held before removed, as by a truncate")
+        self.lines_from[old] = (f"table renamed to {new} at the source (position {r.text}): its rows moved there and removed"
+                                " here, as by a truncate")
+        if early is not None:
+            self.lines_to[new] += (f"; {old} was written at position {early} (after the rename) by an earlier batch, a table"
+                                   " created again under that name: its changes before the rename were read again from the"
+                                   " changelog and applied here")
+
+
+def _apply_wave(spark: SparkSession, target: str, wave: list[TableRename], parts: _Wave, to_txn: audit.Txn | None,
+                from_txn: audit.Txn | None, txn: audit.Txn | None, primary_keys: dict[str, list[str]] | None, fmt: str,
+                apply_events: Apply) -> list[ApplyResult]:
+    """One wave of :func:`apply_renames`: the old tables' deletes carried, then one apply of the
+    moved rows into the new tables (``to_txn``), then one of the old tables' ends (``from_txn``)
+    for the steps whose new table took its rows. Returns the applies' results."""
+    for r, i, how in parts.carried:
+        _carry_deletes(spark, target, r, _txn(txn, str(i), "deletes"), **how)
+    events = frames.keep(reduce(DataFrame.unionByName, parts.moves))
+    try:
+        to_plan = _with_lines(plan_batch(events, primary_keys), parts.lines_to, wave, max_delete=parts.max_delete,
+                              max_move=parts.max_move, column_ddl=parts.column_ddl, moved_into=parts.moved_into)
+        moved = apply_events(spark, events, target, primary_keys, to_txn, plan=to_plan, fmt=fmt, changelog=False)
+    finally:
+        frames.release(events)
+    out = list(moved)
+    # a new table that could not take the rows (TABLE_FAILED: its events went to the
+    # rejects) keeps the old one as it is: the step is applied again with the next delivery
+    failed = {m.table for m in moved if m.failed}
+    ends = [e for r, e in zip([r for r in wave if r.old_name in parts.lines_from], parts.ends) if r.new_name not in failed]
+    if ends:
+        ended = reduce(DataFrame.unionByName, ends)
+        from_plan = _with_lines(plan_batch(ended, primary_keys), parts.lines_from, wave, renamed=parts.renamed)
+        out += apply_events(spark, ended, target, primary_keys, from_txn, plan=from_plan, fmt=fmt, changelog=False)
+    return out
+
+
 def apply_renames(
     spark: SparkSession,
     target: str,
@@ -341,14 +454,20 @@ def apply_renames(
     primary_keys: dict[str, list[str]] | None = None,
     fmt: str = "canonical",
     earlier: list[dict] | None = None,
+    *,
+    apply_events: Apply,
+    reapply: Reapply,
 ) -> list[ApplyResult]:
     """Apply the table renames of a batch (``plan.renames``), after the batch's own tables,
     in order (see the module docstring): the steps not applied before, grouped by
     :func:`waves`; per group one apply of the new tables (the moves), then one of the old
     (their ends). ``txn``: the batch's identity, from which each apply takes its own.
     ``earlier``: the progress table's rows as they were before the batch (for
-    :func:`written_before_rename`; None: as read now). Returns the :class:`ApplyResult` of each
-    apply's tables.
+    :func:`written_before_rename`; None: as read now). ``apply_events``: applies canonical
+    events as a batch (:func:`cdclake.apply.batch.apply_batch`); ``reapply``: applies events
+    read again from the changelog as a re-delivery (:func:`cdclake.apply.batch.reapply`); both
+    handed in by the batch, which this module sits below. Returns the :class:`ApplyResult` of
+    each apply's tables.
 
     Cost: two applies (each a planning aggregate, a MERGE or write per table, the deletes and
     progress commits) per group; none for a batch whose renames were all applied before; one
@@ -356,8 +475,6 @@ def apply_renames(
     rename (:func:`_apply_again`).
 
     Raises what :func:`cdclake.apply.batch.apply_batch` raises."""
-    from cdclake.apply.batch import TableFailed, apply_batch, guarded, table_path
-
     first = audit.read_progress(spark, target)
     progress_rows, states = first.rows, first.table_states()
     todo = [r for r in plan.renames if r.old_name != r.new_name and not step_done(r, states)]
@@ -374,8 +491,7 @@ def apply_renames(
         n = "-".join(str(index[id(r)]) for r in wave)
         progress = audit.read_progress(spark, target)  # as the wave before left it
         states = progress.table_states()
-        moves, ends, carried, lines_to, lines_from, renamed, max_delete, max_move = [], [], [], {}, {}, {}, {}, {}
-        column_ddl, moved_into = {}, {}
+        parts = _Wave()
         for r in wave:
             old, new = r.old_name, r.new_name
             if not DeltaTable.isDeltaTable(spark, table_path(target, old)):
@@ -386,66 +502,18 @@ def apply_renames(
             # an earlier batch wrote the old name after the point: its columns now may be the
             # table created again's; the moved rows declare those of the point
             at_point = (None if early_at[id(r)] is None else
-                        columns_at_point(spark, target, r, states, _source_columns(spark, table_path(target, old)), key))
+                        columns_at_point(spark, target, r, states, source_column_types(spark, table_path(target, old)), key))
             stay = reads_stay(r, key, primary_keys)
             m, e, columns, history = _step_events(spark, table_path(target, old), r, key, state, at_point, stay)
-            # a new table is of the old one's kind (history or not); an existing one keeps its own
-            caps = history and not key and stay  # (the caps of the old table's ended reads go on in a history table)
-            if DeltaTable.isDeltaTable(spark, table_path(target, new)):
-                caps = caps and "_cdc_is_current" in spark.read.format("delta").load(table_path(target, new)).columns
-            else:
-                made = guarded(new, lambda: _create_empty(spark, table_path(target, new), columns, history))
-                if isinstance(made, TableFailed):  # the file system or Delta refuses the new table: the
-                    # old one keeps its rows, and the step is tried again with the next delivery
-                    _not_applied(spark, target, r, f"table {new} could not be created here: {made.reason}")
-                    out.append(ApplyResult(new, failed=f"{made.code}: {made.reason}"))
-                    continue
-            moves.append(m)
-            ends.append(e)
-            if state.delete_position is not None or caps:  # (deletes, or caps to carry)
-                carried.append((r, index[id(r)], dict(reads_stay=stay, moved_in=state.moved_in, copies=history and not key, caps=caps,
-                                                      truncate=state.truncate_position)))
-            if state.delete_position is not None:
-                max_delete[new] = [*rename_point(r), *state.delete_position]
-                if state.move_position is not None:  # (a move is remembered with its delete)
-                    max_move[new] = [*rename_point(r), *state.move_position]
-            renamed[old] = (rename_point(r), r.record, r.new, r.text, r.event_time_ms)
-            moved_into[new] = rename_point(r)
-            # the old table's column drops and renames before the point go on as the new one's,
-            # at the point followed by their own order: a late event of the old table moved
-            # there is read with the columns in force at its position
-            point = rename_point(r)
-            column_ddl[new] = [([*point, *order], text, ddl) for order, text, ddl in state.column_ddl
-                               if order_key(order) < order_key(point)]
-            lines_to[new] = (f"table renamed from {old} at the source (position {r.text}): its rows moved here;"
-                             " rows held before removed, as by a truncate")
-            lines_from[old] = f"table renamed to {new} at the source (position {r.text}): its rows moved there and removed here, as by a truncate"
-            early = early_at[id(r)]
-            if early is not None:
-                lines_to[new] += (f"; {old} was written at position {early} (after the rename) by an earlier batch, a table"
-                                  " created again under that name: its changes before the rename were read again from the"
-                                  " changelog and applied here")
-        if not moves:
-            continue
-        for r, i, how in carried:
-            _carry_deletes(spark, target, r, _txn(txn, str(i), "deletes"), **how)
-        events = frames.keep(reduce(DataFrame.unionByName, moves))
-        try:
-            to_plan = _with_lines(plan_batch(events, primary_keys), lines_to, wave, max_delete=max_delete, max_move=max_move,
-                                  column_ddl=column_ddl, moved_into=moved_into)
-            moved = apply_batch(spark, events, target, primary_keys, _txn(txn, n, "to"), plan=to_plan, fmt=fmt, changelog=False)
-        finally:
-            frames.release(events)
-        out += moved
-        # a new table that could not take the rows (TABLE_FAILED: its events went to the
-        # rejects) keeps the old one as it is: the step is applied again with the next delivery
-        failed = {m.table for m in moved if m.failed}
-        ends = [e for r, e in zip([r for r in wave if r.old_name in lines_from], ends) if r.new_name not in failed]
-        if not ends:
-            continue
-        ended = reduce(DataFrame.unionByName, ends)
-        from_plan = _with_lines(plan_batch(ended, primary_keys), lines_from, wave, renamed=renamed)
-        out += apply_batch(spark, ended, target, primary_keys, _txn(txn, n, "from"), plan=from_plan, fmt=fmt, changelog=False)
+            caps = _new_table(spark, target, r, columns, history, history and not key and stay)
+            if isinstance(caps, ApplyResult):  # the new table could not be created: the step waits
+                out.append(caps)
+                continue
+            parts.add(r, index[id(r)], m, e, state, dict(reads_stay=stay, moved_in=state.moved_in, copies=history and not key,
+                                                       caps=caps, truncate=state.truncate_position), early_at[id(r)])
+        if parts.moves:
+            out += _apply_wave(spark, target, wave, parts, _txn(txn, n, "to"), _txn(txn, n, "from"), txn, primary_keys, fmt,
+                               apply_events)
     # the steps whose old name an earlier batch wrote after them: also those done before (a
     # batch applied again after a crash between the move and this apply; its identity makes it
     # once), not only those done now
@@ -454,12 +522,12 @@ def apply_renames(
         done = audit.read_progress(spark, target).table_states()
         refeed = [(r, i) for r, i in refeed if step_done(r, done)]
     if refeed:
-        out += _apply_again(spark, target, refeed, txn, primary_keys, fmt)
+        out += _apply_again(spark, target, refeed, txn, primary_keys, fmt, reapply)
     return out
 
 
 def _apply_again(spark: SparkSession, target: str, steps: list[tuple[TableRename, int]], txn: audit.Txn | None,
-                 primary_keys: dict[str, list[str]] | None, fmt: str) -> list[ApplyResult]:
+                 primary_keys: dict[str, list[str]] | None, fmt: str, reapply: Reapply) -> list[ApplyResult]:
     """The old tables' changes (``steps``: the steps, applied now, and their places in the
     batch's renames), read again from ``_cdclake/changelog`` and applied as a re-delivery:
     :func:`relabel_late` takes those older than the rename to the new names, the others stay.
@@ -475,9 +543,6 @@ def _apply_again(spark: SparkSession, target: str, steps: list[tuple[TableRename
     delivered again of a transaction applied before does not keep the transaction's changes
     out. Cost: one scan of the changelog (filtered by table) and one more apply, only in such a
     batch; with transactions held, one more scan and aggregate. Returns the apply's results."""
-    from cdclake.apply.batch import _apply
-    from cdclake.apply.plan import tx_key_sql
-
     path = f"{target}/{audit.CHANGELOG}"
     if not DeltaTable.isDeltaTable(spark, path):
         return []
@@ -491,8 +556,7 @@ def _apply_again(spark: SparkSession, target: str, steps: list[tuple[TableRename
     events = frames.keep(events)
     try:
         name = "-".join(str(i) for _r, i in steps)
-        return _apply(spark, events, events, target, primary_keys, _txn(txn, name, "again"), None, plan_batch(events, primary_keys),
-                      fmt, None, None, None, progress, changelog=False, relabel=True)
+        return reapply(spark, events, target, primary_keys, _txn(txn, name, "again"), plan_batch(events, primary_keys), fmt, progress)
     finally:
         frames.release(events)
 
@@ -511,12 +575,9 @@ def _still_open(spark: SparkSession, target: str, held_version: int) -> DataFram
     (every table's, every delivery) make it whole was applied, and what is held of it is a part
     delivered again (held until the timeout: :mod:`cdclake.apply.transactions`); its changes
     are not left out of a re-feed. Whole as the gate tells it
-    (:func:`cdclake.apply.transactions.open_condition`, by the planning aggregate with
+    (:func:`cdclake.apply.plan.open_condition`, by the planning aggregate with
     ``transactions``, over the changelog's events of the held transactions). One scan of the
     changelog and one aggregate, collected on the driver."""
-    from cdclake.apply.plan import summarize, tx_key_sql
-    from cdclake.apply.transactions import read_held
-
     key = F.expr(tx_key_sql(every_kind=True))
     held = read_held(spark, target, held_version).select(key.alias("_held_tx")).where("_held_tx IS NOT NULL").distinct()
     mine = _read_changelog(spark, target).join(F.broadcast(held), key == F.col("_held_tx"), "left_semi").select(
@@ -530,8 +591,6 @@ def renamed_into(states: dict, name: str, point: list) -> list[str]:
     ``position.order``), through earlier renames into those (``t`` renamed to ``n``, then ``n``
     to ``m``: ``m``'s rows at a later point are ``t``'s and ``n``'s changes), from the progress
     table's ``renamed`` (``states``: :meth:`Progress.table_states`). Pure Python."""
-    from cdclake.model import qualified_name
-
     out, todo = [name], [(name, order_key(point))]
     while todo:
         into, before = todo.pop()
@@ -570,9 +629,6 @@ def written_after_rename(plan: BatchPlan, skip=frozenset()) -> tuple[int, str, t
     count as older than every rename, as :func:`source_rows` reads them. The caller applies
     the batch without those events first (its renames then move the old table's rows as they
     were at the point), then those events."""
-    from cdclake.apply.plan import QUALIFIED_NAME_SQL
-    from cdclake.formats import snapshot_position_formats
-
     tables = {p.name: p for p in plan.tables}
     for i, r in enumerate(plan.renames, start=1):
         p = tables.get(r.old_name)
@@ -585,7 +641,7 @@ def written_after_rename(plan: BatchPlan, skip=frozenset()) -> tuple[int, str, t
         # ranked below the stream exactly as the planning aggregate ranks (plan.summarize)
         cond = (f"coalesce({QUALIFIED_NAME_SQL} = {_str(r.old_name)} AND kind IN ('data', 'ddl', 'snapshot_end')"
                 f" AND NOT coalesce(op = 'r' AND format NOT IN ({fmts}), false)"
-                f" AND position.order > {_order_sql(point)}, false)")
+                f" AND position.order > {position_literal_sql(point)}, false)")
         return i, cond, key
     return None
 
@@ -609,12 +665,8 @@ def _carry_deletes(spark: SparkSession, target: str, r: TableRename, txn: audit.
     the image) at the point followed by -2, before the reads the move puts at -1
     (:func:`cdclake.apply.history._carried_caps` reads them). One commit, under the step's own
     identity (``txn``)."""
-    from cdclake.apply.batch import table_path
-    from cdclake.apply.delta_table import KEY_JSON, META_COLUMNS
-    from cdclake.apply.keyless import after_truncate_sql, moved_read_sql
-
     path = f"{target}/{audit.DELETES}"
-    point = _order_sql(rename_point(r))
+    point = position_literal_sql(rename_point(r))
     old = spark.read.format("delta").load(table_path(target, r.old_name)) if copies else None  # (its history)
     rows = None
     if DeltaTable.isDeltaTable(spark, path):
@@ -656,8 +708,6 @@ def rename_chains(states: dict) -> list[tuple]:
     ``point`` does (points are DDL positions followed by a step number, so neither is a prefix
     of the other, and ``point + o`` is after ``point`` itself): the chain does not depend on
     the event's own position."""
-    from cdclake.model import qualified_name
-
     def about(step) -> tuple:  # the step's DDL position text and event time (None: not kept)
         return (step[3] if len(step) > 3 else None, step[4] if len(step) > 4 else None)
 
@@ -686,6 +736,101 @@ def follow_renames(states: dict) -> list[tuple]:
 
 #: the relabel's column of an event's qualified table name (dropped before it returns)
 _NAME = "_cdclake_relabel_name"
+
+
+def _late_in_batch(plan: BatchPlan, states: dict) -> tuple[bool, list]:
+    """:func:`relabel_late`'s test on the driver: whether the batch holds a data change or
+    truncate of a renamed table older than its latest rename (``late``), and ``ended``:
+    ``(table, order, the statement ends the table)`` of the batch's DROP TABLE / TRUNCATE TABLE
+    statements and column drops and renames older than a rename of the table."""
+    late, ended = False, []
+    for p in plan.tables:
+        renamed = states[p.name].renamed if p.name in states else []
+        if not renamed:
+            continue
+        last = ranked_key(1, renamed[-1][0])
+        if (p.min_data is not None and ranked_key(*p.min_data) < last) or (
+                p.truncate is not None and ranked_key(1, p.truncate[0]) < last):
+            late = True
+        for order, _text, ddl in p.ddl:
+            if ranked_key(1, order) < last:
+                ends = table_end(ddl, p.table) is not None
+                if ends or column_changes(ddl):
+                    ended.append((p.name, order, ends))
+    return late, ended
+
+
+def _relabelled(named: DataFrame, conds: list, rank0: str, keyless: str, as_read) -> DataFrame:
+    """:func:`relabel_late` without history tables on the way: one projection, a CASE per
+    column over the original columns (no nesting to blow up), the event's table by its
+    qualified name (``named``), computed once beneath them. ``conds``: per chain its SQL
+    condition and destinations; ``as_read(to)``: a moved read stays a read there."""
+    def case(value_of, otherwise):
+        return "CASE " + " ".join(f"WHEN {c} THEN {value_of(*dests[-1][:2])}" for c, dests, _p in conds) + f" ELSE {otherwise} END"
+
+    # (a snapshot read ranked below the stream goes as the move made it: op c at the prefix
+    # followed by -1; as op r it would rank below the new table's truncate at the point)
+    moved_order = f"CASE WHEN {rank0} THEN array(cast(-1 as decimal(38,0))) ELSE position.order END"
+    out = named.withColumns({
+        "position": F.expr(case(lambda to, pre: f"named_struct('order', concat({position_literal_sql(pre)}, {moved_order}), 'text', position.text)",
+                                "position")),
+        "op": F.expr(case(lambda to, pre: f"CASE WHEN {rank0} AND NOT {keyless if as_read(to) else 'false'} THEN 'c' ELSE op END",
+                          "op")),
+        "database": F.expr(case(lambda to, pre: _str(to[0]), "database")),
+        "schema": F.expr(case(lambda to, pre: _str(to[1]), "schema")),
+        "table": F.expr(case(lambda to, pre: _str(to[2]), "`table`")),
+    })
+    return out
+
+
+def _relabelled_with_history(named: DataFrame, plan: BatchPlan, states: dict, target: str | None, conds: list,
+                             hist, rank0: str, keyless: str, as_read) -> DataFrame:
+    """:func:`relabel_late` with history tables on the way: one ``explode`` of each event's
+    destinations (the old table itself when it keeps its history, the history tables of the
+    chain, the last name); a keyless change whose copy was gone at the point goes to none
+    (:func:`_copies_gone`)."""
+    def dest_sql(to, pre, h, text, etime) -> str:
+        if pre is None:
+            return ("named_struct('db', cast(null as string), 'sc', cast(null as string), 'tb', cast(null as string),"
+                    " 'pre', cast(null as array<decimal(38,0)>), 'hist', false, 'text', cast(null as string),"
+                    " 'etime', cast(null as bigint), 'read', false)")
+        return (f"named_struct('db', {_str(to[0])}, 'sc', {_str(to[1])}, 'tb', {_str(to[2])}, 'pre', {position_literal_sql(pre)},"
+                f" 'hist', {'true' if h else 'false'}, 'text', {_str(text if h else None)},"
+                f" 'etime', cast({'null' if etime is None or not h else int(etime)} as bigint),"
+                f" 'read', {'true' if as_read(to) else 'false'})")
+
+    keep = dest_sql(None, None, False, None, None)
+    dests_sql = ("CASE " + " ".join(f"WHEN {c} THEN array({', '.join(dest_sql(*d) for d in dests)})" for c, dests, _p in conds)
+                 + f" ELSE array({keep}) END")
+    d = "_cdclake_relabel_dest"
+    spread = named.withColumn(d, F.explode(F.expr(dests_sql)))
+    keyless_tables = {p.name for p in plan.tables if not p.key}  # (the batch's changes of the table have no key)
+    gone = _copies_gone(named.sparkSession, target, [(name, point) for name, point, _h in rename_chains(states)
+                                                      if name in keyless_tables and hist(name)], states, named) if target else None
+    if gone is not None:
+        # (the step's point of the event's chain, as the CASE above chooses it)
+        pt = "_cdclake_relabel_point"
+        spread = spread.withColumn(pt, F.expr("CASE " + " ".join(f"WHEN {c} THEN {position_literal_sql(point)}" for c, _d, point in conds)
+                                              + " END"))
+        same = " AND ".join(f"source_record.{f} <=> _gr.{f}" for f in RECORD_FIELDS)
+        match = F.expr(f"{d}.pre IS NOT NULL AND {d}.read AND {keyless} AND {_NAME} = _gn AND position.order = _go AND {same}"
+                       f" AND _ge < {pt}")
+        # (no broadcast hint: an old table's history may be large; Spark picks the join)
+        spread = spread.join(gone, match, "left_anti").drop(pt)
+    as_moved = rank0  # a snapshot read ranked below the stream, as the move made it
+    # (a history table takes the rename's position text and event time, as its moved
+    # versions have them; a table of current rows the event's own, as before)
+    out = spread.withColumns({
+        "position": F.expr(f"CASE WHEN {d}.pre IS NULL THEN position ELSE named_struct('order', concat({d}.pre,"
+                           f" CASE WHEN {as_moved} THEN array(cast(-1 as decimal(38,0))) ELSE position.order END),"
+                           f" 'text', coalesce({d}.text, position.text)) END"),
+        "event_time_ms": F.expr(f"CASE WHEN {d}.pre IS NULL THEN event_time_ms ELSE coalesce({d}.etime, event_time_ms) END"),
+        "op": F.expr(f"CASE WHEN {d}.pre IS NOT NULL AND {as_moved} AND NOT ({d}.read AND {keyless}) THEN 'c' ELSE op END"),
+        "database": F.expr(f"CASE WHEN {d}.pre IS NULL THEN database ELSE {d}.db END"),
+        "schema": F.expr(f"CASE WHEN {d}.pre IS NULL THEN schema ELSE {d}.sc END"),
+        "table": F.expr(f"CASE WHEN {d}.pre IS NULL THEN `table` ELSE {d}.tb END"),
+    })
+    return out
 
 
 def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=None,
@@ -720,29 +865,8 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
     nothing ends.
     Without history tables on the way: one projection; with them, one ``explode`` of the
     event's destinations."""
-    from cdclake.apply.plan import ranked_key
-    from cdclake.formats import snapshot_position_formats
-    from cdclake.model import qualified_name
 
-    from cdclake.apply.ddl import column_changes, table_end
-
-    late = False
-    # (table, order, the statement ends the table) of the batch's DROP TABLE / TRUNCATE TABLE
-    # statements and column drops and renames older than a rename of the table
-    ended = []
-    for p in plan.tables:
-        renamed = states[p.name].renamed if p.name in states else []
-        if not renamed:
-            continue
-        last = ranked_key(1, renamed[-1][0])
-        if (p.min_data is not None and ranked_key(*p.min_data) < last) or (
-                p.truncate is not None and ranked_key(1, p.truncate[0]) < last):
-            late = True
-        for order, _text, ddl in p.ddl:
-            if ranked_key(1, order) < last:
-                ends = table_end(ddl, p.table) is not None
-                if ends or column_changes(ddl):
-                    ended.append((p.name, order, ends))
+    late, ended = _late_in_batch(plan, states)
     if not late and not ended:
         return None
     fmts = ", ".join(_str(f) for f in snapshot_position_formats()) or "''"
@@ -753,13 +877,14 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
 
     def as_read(to: tuple) -> bool:  # a moved read stays a read there (reads_stay)
         return not configured_key(to, primary_keys)
+
     conds = []
     batch_tables = {p.name for p in plan.tables}
     for name, point, hops in rename_chains(states):
         if name not in batch_tables:  # (no event of the batch can match: no branch, no kind read)
             continue
         cond = (f"kind = 'data' AND {_NAME} = {_str(name)}"
-                f" AND ({rank0} OR position.order < {_order_sql(point)})")
+                f" AND ({rank0} OR position.order < {position_literal_sql(point)})")
         # (to, prefix, the destination keeps its history, the rename's text and event time):
         # the old table itself when it does (prefix None: the event as it is), the history
         # tables of the chain, the last name
@@ -769,65 +894,9 @@ def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=No
         conds.append((cond, dests, point))
     named = events.withColumn(_NAME, F.expr(QUALIFIED_NAME_SQL))
     if not any(d[2] for _c, dests, _p in conds for d in dests):
-        # a CASE per column over the original columns (no nesting to blow up); the event's
-        # table by its qualified name, computed once beneath them
-        def case(value_of, otherwise):
-            return "CASE " + " ".join(f"WHEN {c} THEN {value_of(*dests[-1][:2])}" for c, dests, _p in conds) + f" ELSE {otherwise} END"
-
-        # (a snapshot read ranked below the stream goes as the move made it: op c at the prefix
-        # followed by -1; as op r it would rank below the new table's truncate at the point)
-        moved_order = f"CASE WHEN {rank0} THEN array(cast(-1 as decimal(38,0))) ELSE position.order END"
-        out = named.withColumns({
-            "position": F.expr(case(lambda to, pre: f"named_struct('order', concat({_order_sql(pre)}, {moved_order}), 'text', position.text)",
-                                    "position")),
-            "op": F.expr(case(lambda to, pre: f"CASE WHEN {rank0} AND NOT {keyless if as_read(to) else 'false'} THEN 'c' ELSE op END",
-                              "op")),
-            "database": F.expr(case(lambda to, pre: _str(to[0]), "database")),
-            "schema": F.expr(case(lambda to, pre: _str(to[1]), "schema")),
-            "table": F.expr(case(lambda to, pre: _str(to[2]), "`table`")),
-        })
+        out = _relabelled(named, conds, rank0, keyless, as_read)
     else:
-        def dest_sql(to, pre, h, text, etime) -> str:
-            if pre is None:
-                return ("named_struct('db', cast(null as string), 'sc', cast(null as string), 'tb', cast(null as string),"
-                        " 'pre', cast(null as array<decimal(38,0)>), 'hist', false, 'text', cast(null as string),"
-                        " 'etime', cast(null as bigint), 'read', false)")
-            return (f"named_struct('db', {_str(to[0])}, 'sc', {_str(to[1])}, 'tb', {_str(to[2])}, 'pre', {_order_sql(pre)},"
-                    f" 'hist', {'true' if h else 'false'}, 'text', {_str(text if h else None)},"
-                    f" 'etime', cast({'null' if etime is None or not h else int(etime)} as bigint),"
-                    f" 'read', {'true' if as_read(to) else 'false'})")
-
-        keep = dest_sql(None, None, False, None, None)
-        dests_sql = ("CASE " + " ".join(f"WHEN {c} THEN array({', '.join(dest_sql(*d) for d in dests)})" for c, dests, _p in conds)
-                     + f" ELSE array({keep}) END")
-        d = "_cdclake_relabel_dest"
-        spread = named.withColumn(d, F.explode(F.expr(dests_sql)))
-        keyless_tables = {p.name for p in plan.tables if not p.key}  # (the batch's changes of the table have no key)
-        gone = _copies_gone(events.sparkSession, target, [(name, point) for name, point, _h in rename_chains(states)
-                                                          if name in keyless_tables and hist(name)], states, named) if target else None
-        if gone is not None:
-            # (the step's point of the event's chain, as the CASE above chooses it)
-            pt = "_cdclake_relabel_point"
-            spread = spread.withColumn(pt, F.expr("CASE " + " ".join(f"WHEN {c} THEN {_order_sql(point)}" for c, _d, point in conds)
-                                                  + " END"))
-            same = " AND ".join(f"source_record.{f} <=> _gr.{f}" for f in RECORD_FIELDS)
-            match = F.expr(f"{d}.pre IS NOT NULL AND {d}.read AND {keyless} AND {_NAME} = _gn AND position.order = _go AND {same}"
-                           f" AND _ge < {pt}")
-            # (no broadcast hint: an old table's history may be large; Spark picks the join)
-            spread = spread.join(gone, match, "left_anti").drop(pt)
-        as_moved = rank0  # a snapshot read ranked below the stream, as the move made it
-        # (a history table takes the rename's position text and event time, as its moved
-        # versions have them; a table of current rows the event's own, as before)
-        out = spread.withColumns({
-            "position": F.expr(f"CASE WHEN {d}.pre IS NULL THEN position ELSE named_struct('order', concat({d}.pre,"
-                               f" CASE WHEN {as_moved} THEN array(cast(-1 as decimal(38,0))) ELSE position.order END),"
-                               f" 'text', coalesce({d}.text, position.text)) END"),
-            "event_time_ms": F.expr(f"CASE WHEN {d}.pre IS NULL THEN event_time_ms ELSE coalesce({d}.etime, event_time_ms) END"),
-            "op": F.expr(f"CASE WHEN {d}.pre IS NOT NULL AND {as_moved} AND NOT ({d}.read AND {keyless}) THEN 'c' ELSE op END"),
-            "database": F.expr(f"CASE WHEN {d}.pre IS NULL THEN database ELSE {d}.db END"),
-            "schema": F.expr(f"CASE WHEN {d}.pre IS NULL THEN schema ELSE {d}.sc END"),
-            "table": F.expr(f"CASE WHEN {d}.pre IS NULL THEN `table` ELSE {d}.tb END"),
-        })
+        out = _relabelled_with_history(named, plan, states, target, conds, hist, rank0, keyless, as_read)
     cols = [*[F.col(f.name).cast(f.dataType).alias(f.name) for f in EVENT_SCHEMA.fields],
             *[c for c in events.columns if c not in EVENT_SCHEMA.fieldNames()]]
     return reduce(DataFrame.unionByName, [out.select(*cols), *[e.select(*cols) for e in _late_ddl(named, ended, states, hist)]])
@@ -849,7 +918,6 @@ def _copies_gone(spark: SparkSession, target: str, steps: list[tuple[str, list]]
     plan may be evaluated again after the old table's apply, and a batch applied again after a
     crash finds the old table's commit of it). Not small: every version of the old tables'
     histories that ended before the point."""
-    from cdclake.apply.batch import table_path
 
     out = []
     for name in sorted({n for n, _p in steps}):
@@ -861,7 +929,7 @@ def _copies_gone(spark: SparkSession, target: str, steps: list[tuple[str, list]]
         if "_cdc_end" not in h.columns or "_cdc_record" not in h.columns:
             continue
         last = max((p for n, p in steps if n == name), key=order_key)
-        out.append(h.where(f"_cdc_end IS NOT NULL AND _cdc_end.position < {_order_sql(last)}").selectExpr(
+        out.append(h.where(f"_cdc_end IS NOT NULL AND _cdc_end.position < {position_literal_sql(last)}").selectExpr(
             f"{_str(name)} AS _gn", "_cdc_position AS _go", f"{record_struct_sql('_cdc_record')} AS _gr", "_cdc_end.position AS _ge",
             f"{record_struct_sql('_cdc_end.record')} AS _fr"))
     if not out:
@@ -884,8 +952,6 @@ def _late_ddl(named: DataFrame, ended: list[tuple[str, list, bool]], states: dic
     The statement stays the old table's too. ``named``: the batch's events with
     :data:`_NAME`. One filtered projection of the batch per statement and destination, only
     for such a statement."""
-    from cdclake.model import qualified_name
-
     out = []
     chains = rename_chains(states)
     for name, order, ends in ended:
@@ -895,7 +961,7 @@ def _late_ddl(named: DataFrame, ended: list[tuple[str, list, bool]], states: dic
                 continue
             moved = {
                 "database": F.expr(_str(to[0])), "schema": F.expr(_str(to[1])), "table": F.expr(_str(to[2])),
-                "position": F.expr(f"named_struct('order', concat({_order_sql(pre)}, position.order), 'text', position.text)"),
+                "position": F.expr(f"named_struct('order', concat({position_literal_sql(pre)}, position.order), 'text', position.text)"),
                 "columns": F.lit(None),
             }
             if ends:
@@ -907,7 +973,7 @@ def _late_ddl(named: DataFrame, ended: list[tuple[str, list, bool]], states: dic
                     .withField("line", F.lit(None).cast("bigint")).withField("partition", F.lit(None).cast("int"))
                     .withField("offset", F.lit(None).cast("bigint")),
                 })
-            out.append(named.where(f"kind = 'ddl' AND {_NAME} = {_str(name)} AND position.order = {_order_sql(order)}").withColumns(moved))
+            out.append(named.where(f"kind = 'ddl' AND {_NAME} = {_str(name)} AND position.order = {position_literal_sql(order)}").withColumns(moved))
     return out
 
 
@@ -932,11 +998,6 @@ def columns_at_point(spark: SparkSession, target: str, r: TableRename, states: d
 
     Cost: one changelog scan (filtered by table) and a collect of its (column, type) pairs
     with their latest position, only for such a step."""
-    from cdclake.apply.ddl import column_changes
-    from cdclake.apply.plan import names_back
-    from cdclake.apply.types import normalize, widen
-    from cdclake.formats import snapshot_position_formats
-
     path = f"{target}/{audit.CHANGELOG}"
     if not columns or not DeltaTable.isDeltaTable(spark, path):
         return {c: (c, t) for c, t in columns.items()}
@@ -948,7 +1009,7 @@ def columns_at_point(spark: SparkSession, target: str, r: TableRename, states: d
     # stream: the lowest, as it ranks)
     declared = (_read_changelog(spark, target)
                 .where(f"kind IN ('data', 'ddl') AND {QUALIFIED_NAME_SQL} IN ({names})"
-                       f" AND (position.order < {_order_sql(point)} OR {rank0})")
+                       f" AND (position.order < {position_literal_sql(point)} OR {rank0})")
                 .select(F.explode("columns").alias("c"),
                         F.expr(f"CASE WHEN {rank0} THEN cast(array() as array<decimal(38,0)>) ELSE position.order END").alias("p"))
                 .groupBy("c.name", "c.spark_type").agg(F.max("p").alias("p")).collect())
@@ -1002,9 +1063,6 @@ def _step_events(
     :func:`cdclake.apply.history._copy_ends`); else as an insert. (A history table's read
     that ended before the point does not move; its cap does: :func:`_carry_deletes`.)"""
     point = rename_point(r)
-    from cdclake.apply.keyless import rank_of
-    from cdclake.formats import snapshot_position_formats
-
     by_position = (r.format or "") in snapshot_position_formats()
     rows, now, history = source_rows(spark, src, point, by_position, state.moved_in)
     # the columns the moved rows declare: the old table's at the point (at_point: name now ->
@@ -1020,7 +1078,7 @@ def _step_events(
     # (a read an earlier rename moved into the old table ranks as streamed: it keeps its
     # position, after the old table's truncate carried here; keyless.rank_of)
     rank0 = f"({rank_of('_cdc_op', '_cdc_position', by_position, state.moved_in)}) = 0"
-    row_pos = (f"concat({_order_sql(point)}, CASE WHEN {rank0} THEN array(cast(-1 as decimal(38,0)))"
+    row_pos = (f"concat({position_literal_sql(point)}, CASE WHEN {rank0} THEN array(cast(-1 as decimal(38,0)))"
                " ELSE coalesce(_cdc_position, cast(array() as array<decimal(38,0)>)) END)")
     # the row's own record (a change of the old table delivered again, moved by relabel_late,
     # ties with it exactly); a row written before _cdc_record existed: the DDL's
@@ -1037,8 +1095,8 @@ def _step_events(
         # the old table's truncate, with its record (a change of its own position after it stays)
         empty_at = [*point, *state.truncate_position]
         empty_record = record_sql(state.truncate_record)
-    empty_new = _events(spark.range(1), _event_sql(r, r.new, Op.TRUNCATE.value, _order_sql(empty_at), columns, key, record=empty_record))
-    end_old = _events(spark.range(1), _event_sql(r, r.old, Op.TRUNCATE.value, _order_sql(point), columns, key))
+    empty_new = _events(spark.range(1), _event_sql(r, r.new, Op.TRUNCATE.value, position_literal_sql(empty_at), columns, key, record=empty_record))
+    end_old = _events(spark.range(1), _event_sql(r, r.old, Op.TRUNCATE.value, position_literal_sql(point), columns, key))
     return empty_new.unionByName(moved), end_old, columns, history
 
 
@@ -1054,7 +1112,7 @@ def _moved_by_column(rows: DataFrame, r: TableRename, point: list, columns: dict
     change of the old table, moved after them, still fills a column it is newer than.
     ``after``: SQL of the row's full image (column -> text). ``source``: column of ``columns``
     -> its name in the stored row's map, where they differ (:func:`columns_at_point`)."""
-    row = _ord_sql(rank_sql("_cdc_op", by_position), "coalesce(_cdc_position, cast(array() as array<decimal(38,0)>))", "1", "_cdc_record")
+    row = ord_struct_sql(rank_sql("_cdc_op", by_position), "coalesce(_cdc_position, cast(array() as array<decimal(38,0)>))", "1", "_cdc_record")
     m = _ident(COLUMN_ORDERS)
     entries = [f"named_struct('c', cast(null as string), 'o', {row})"] + [
         f"named_struct('c', {_str(n)}, 'o', {column_order_sql(m, (source or {}).get(n, n), row)})" for n in columns if n not in key]
@@ -1064,7 +1122,7 @@ def _moved_by_column(rows: DataFrame, r: TableRename, point: list, columns: dict
     split = split.select(
         F.expr(f"CASE WHEN _e.c IS NULL THEN map({keys}) ELSE map_concat(map({keys}), map(_e.c, element_at(_all, _e.c))) END").alias("_after"),
         F.expr(f"CASE WHEN _e.c IS NULL THEN array({', '.join(map(_str, key))}) ELSE array({', '.join(map(_str, key))}, _e.c) END").alias("_present"),
-        F.expr(f"concat({_order_sql(point)}, CASE WHEN _e.o._rank < 0 THEN array(cast(-2 as decimal(38,0)))"
+        F.expr(f"concat({position_literal_sql(point)}, CASE WHEN _e.o._rank < 0 THEN array(cast(-2 as decimal(38,0)))"
                " WHEN _e.o._rank = 0 THEN array(cast(-1 as decimal(38,0))) ELSE _e.o.pos END)").alias("_pos"),
         F.expr("named_struct('file', _e.o.file, 'line', _e.o.line, 'partition', _e.o.part, 'offset', _e.o.off)").alias("_rec"),
     )

@@ -72,17 +72,15 @@ The held table: the events' :data:`cdclake.model.EVENT_SCHEMA` columns plus ``he
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdclake import frames
 from cdclake.apply import plan as plan_mod
-from cdclake.model import EVENT_COLUMNS
-
-if TYPE_CHECKING:
-    from cdclake.apply.audit import ChangelogCut
+from cdclake.apply.audit import CHANGELOG, ChangelogCut
+from cdclake.apply.delta_table import latest_version
+from cdclake.model import EVENT_COLUMNS, EVENT_SCHEMA
 
 HELD = "_cdclake/held"
 #: how far (event time, ms) the source may move past an open transaction before it is applied
@@ -126,17 +124,6 @@ class Hold:
             frames.release(df)
 
 
-def open_condition():
-    """The SQL condition (a Column over the aggregate of one transaction's events: ``n_seq``,
-    ``size``, ``last_seq``, ``begun``, ``ended``, ``said_last``, ``said_not_last``) that the
-    transaction is still open (see the module docstring)."""
-    expected = F.coalesce(F.col("size"), F.col("last_seq"))
-    unsized = F.coalesce(F.col("begun") & ~F.col("ended"), F.lit(False)) | F.coalesce(
-        F.col("said_not_last") & ~F.col("said_last"), F.lit(False)
-    )
-    return F.when(expected.isNotNull(), F.col("n_seq") < expected).otherwise(unsized)
-
-
 def read_held(spark: SparkSession, target: str, version: int) -> DataFrame:
     """The held table of ``target`` at ``version`` (EVENT_SCHEMA + ``held_at_ms``)."""
     return spark.read.format("delta").option("versionAsOf", version).load(f"{target}/{HELD}")
@@ -178,7 +165,7 @@ def gate(
     flat: DataFrame | None = None,
     timeout_ms: int = DEFAULT_TIMEOUT_MS,
     primary_keys: dict[str, list[str]] | None = None,
-    applied: "ChangelogCut | None" = None,
+    applied: ChangelogCut | None = None,
 ) -> Hold:
     """Split a batch's ``events`` (EVENT_SCHEMA) into what to apply now and what to hold, and
     plan what is applied (:attr:`Hold.plan`).
@@ -291,8 +278,6 @@ def _redelivered(spark: SparkSession, target: str, batch: DataFrame, applied, op
     are looked up (a transaction the source is still writing is past it: no Spark job). One job
     (a left anti join of the batch's events of those transactions with the changelog's, by
     transaction id where every candidate has one, so Delta's file statistics skip files)."""
-    from cdclake.apply.audit import CHANGELOG
-
     cut = plan_mod.order_key(applied.last_order)
     cands = [r["tx"] for r in open_rows
              if not r["n_held"] and (r["last_order"] is None or plan_mod.order_key(r["last_order"]) <= cut)]
@@ -321,9 +306,6 @@ def write_held(spark: SparkSession, target: str, hold: Hold, txn=None) -> int:
     """Overwrite the held table with :attr:`Hold.held` (empty when nothing is held); returns the
     table's version after the write (its latest: one writer per target). Carries ``txn`` (a
     batch applied again writes nothing twice)."""
-    from cdclake.apply.delta_table import latest_version
-    from cdclake.model import EVENT_SCHEMA
-
     path = f"{target}/{HELD}"
     df = hold.held
     if df is None:

@@ -46,6 +46,13 @@ def mysql_precision_scale(type_text: str | None) -> tuple[int | None, int | None
     return (p if p is not None and p < 2**31 else None), (s if s is not None and s < 2**31 else None)
 
 
+def mysql_base_type(type_text: str | None) -> str:
+    """The base name of a MySQL column type text, lower case: ``int(11) unsigned`` -> ``int``,
+    ``DOUBLE PRECISION`` -> ``double precision``; "" when the text starts with no name."""
+    m = _BASE.match((type_text or "").strip(" ").lower())
+    return m.group(1) if m else ""
+
+
 def mysql_spark_type(type_text: str | None) -> str:
     """The Spark type for a MySQL column type text such as ``int(11) unsigned``,
     ``decimal(10,2)``, ``VARCHAR(255)``, ``datetime(3)``: ``int``, ``bigint``, ``decimal(20,0)``,

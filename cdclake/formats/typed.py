@@ -36,15 +36,12 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from cdclake.sqltext import sql_str
+
 #: Canonical timestamp text: microseconds, UTC (the session time zone is UTC).
 TS_FORMAT = "yyyy-MM-dd HH:mm:ss.SSSSSS"
 
 _INT_RANGES = {"tinyint": "tinyint", "smallint": "smallint", "int": "int", "bigint": "bigint"}
-
-
-def sql_str(s: str) -> str:
-    """A Spark SQL string literal of ``s`` (backslashes and quotes escaped)."""
-    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 #: MySQL's zero dates (read as NULL, not bad), over the raw value ``{0}``

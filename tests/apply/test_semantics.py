@@ -104,6 +104,25 @@ def test_progress_is_reread_after_another_writer_commits(spark, tmp_path):
     assert ("elsewhere", None) in rows and rows[(None, "db.t")]["last_position_text"] == "2" and rows[(None, "db.t")]["rows"] == 1
 
 
+def test_only_deletes_and_key_changes_are_remembered(spark, tmp_path):
+    # a batch of updates that keep their keys appends nothing to the deletes table (issue 51: it
+    # no longer even runs the append, an empty one, with its Delta transaction check), while a
+    # key change in such a batch still remembers the old key
+    apply(spark, tmp_path, [ev("c", 1, row(1, "a")), ev("c", 2, row(2, "b")), ev("d", 3, before=row(2, "b"))])
+    log = tmp_path / "_cdclake" / "deletes" / "_delta_log"
+    commits = len(list(log.glob("*.json")))
+    assert commits == 1
+    apply(spark, tmp_path, [ev("u", 4, row(1, "a2"), row(1, "a"))])
+    assert len(list(log.glob("*.json"))) == commits
+    apply(spark, tmp_path, [ev("u", 5, row(3, "a3"), row(1, "a2"))])  # a key change: key 1's row is gone
+    assert len(list(log.glob("*.json"))) == commits + 1
+    remembered = {(r["key"], int(r["position"][0])) for r in spark.read.format("delta").load(f"{tmp_path}/_cdclake/deletes").collect()}
+    assert remembered == {('{"id":2}', 3), ('{"id":1}', 5)}
+    # and what is remembered still works: key 1's insert, older than its key change, stays out
+    apply(spark, tmp_path, [ev("c", 4, row(1, "late"))])
+    assert table(spark, tmp_path) == [(3, "a3", None)]
+
+
 def test_progress_keeps_data_positions_apart_from_heartbeats_and_markers(spark, tmp_path):
     # a heartbeat's and a transaction marker's positions are other coordinates (Debezium: a
     # bare ts_ms): the source's last position is its data's; the heartbeat moves its event time

@@ -41,7 +41,8 @@ from cdclake.errors import RejectCode
 from cdclake.formats.base import Capabilities, Decoder, DecodeOptions, event_sql, finish, first_error, position_sql
 from cdclake.formats.json_common import parse_json
 from cdclake.formats.sqltypes import jdbc_spark_type, mysql_precision_scale, mysql_spark_type
-from cdclake.formats.typed import Sig, add_typed_image, collect_signatures, columns_literal, image_struct_sql, persist_stage, sig_case, sql_str
+from cdclake.formats.typed import Sig, add_typed_image, collect_signatures, columns_literal, image_struct_sql, persist_stage, sig_case
+from cdclake.sqltext import sql_str
 
 NAME = "canal-json"
 

@@ -56,7 +56,7 @@ import re
 from collections.abc import Iterable
 
 from cdclake.formats.encoding import Encoded, Encoder, dumps, two_level
-from cdclake.formats.sqltypes import _BASE, _P, _S, BINARY_TYPES as _BINARY_TYPES, mysql_spark_type
+from cdclake.formats.sqltypes import BINARY_TYPES as _BINARY_TYPES, mysql_base_type, mysql_precision_scale, mysql_spark_type
 
 NAME = "canal-json"
 #: most rows in one message
@@ -94,9 +94,7 @@ def mysql_type(column: dict) -> str:
 
 def sql_type(type_text: str) -> int:
     """``java.sql.Types`` code Canal writes in ``sqlType`` for a MySQL type text."""
-    t = type_text.strip().lower()
-    m = _BASE.match(t)
-    base = m.group(1) if m else ""
+    base = mysql_base_type(type_text.strip())
     codes = {
         "tinyint": -6, "smallint": 5, "mediumint": 4, "int": 4, "integer": 4, "bigint": -5,
         "decimal": 3, "numeric": 3, "dec": 3, "fixed": 3, "float": 7, "double": 8, "real": 8,
@@ -111,8 +109,8 @@ def sql_type(type_text: str) -> int:
 
 
 def _fsp(type_text: str) -> int:
-    m = _P.search(type_text)
-    return min(int(m.group(1)), 6) if m else 0
+    p, _s = mysql_precision_scale(type_text)
+    return min(p, 6) if p is not None else 0
 
 
 def wire_value(text: str | None, spark_type: str, type_text: str) -> str | None:
@@ -377,14 +375,14 @@ class CanalJsonEncoder(Encoder):
             before, after = None, back(data)
         columns = []
         for name, text in (types or {}).items():
-            pm, sm = _P.search(text), _S.search(text)
+            precision, scale = mysql_precision_scale(text)
             columns.append(
                 {
                     "name": name,
                     "source_type": text,
                     "spark_type": spark[name],
-                    "precision": int(pm.group(1)) if pm else None,
-                    "scale": int(sm.group(1)) if sm else None,
+                    "precision": precision,
+                    "scale": scale,
                     "nullable": None,
                 }
             )

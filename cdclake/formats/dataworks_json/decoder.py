@@ -79,7 +79,8 @@ from pyspark.sql import functions as F
 from cdclake.errors import RejectCode
 from cdclake.formats.base import Capabilities, Decoder, DecodeOptions, event_sql, finish, first_error, position_sql
 from cdclake.formats.json_common import parse_json
-from cdclake.formats.typed import TS_FORMAT, Sig, add_typed_image, collect_signatures, columns_literal, persist_stage, sig_case, sql_str
+from cdclake.formats.typed import TS_FORMAT, Sig, add_typed_image, collect_signatures, columns_literal, persist_stage, sig_case
+from cdclake.sqltext import sql_str
 
 NAME = "dataworks-json"
 

@@ -22,7 +22,8 @@ import json
 import re
 from decimal import Decimal
 
-from cdclake.formats.typed import TS_FORMAT, canonical_sql, sql_str
+from cdclake.formats.typed import TS_FORMAT, canonical_sql
+from cdclake.sqltext import sql_str
 
 DECIMAL = "org.apache.kafka.connect.data.Decimal"
 VS_DECIMAL = "io.debezium.data.VariableScaleDecimal"

@@ -182,7 +182,8 @@ from cdclake.formats.base import Capabilities, Decoder, DecodeOptions, event_sql
 from cdclake.formats.debezium_json import connect
 from cdclake.formats.debezium_json.inferred import column_changes, ddl_text
 from cdclake.formats.json_common import CORRUPT, parse_json
-from cdclake.formats.typed import Sig, add_typed_image, collect_signatures, columns_literal, persist_stage, sig_case, sql_str, unfused
+from cdclake.formats.typed import Sig, add_typed_image, collect_signatures, columns_literal, persist_stage, sig_case, unfused
+from cdclake.sqltext import sql_str
 from cdclake.formats.sqltypes import jdbc_spark_type
 from cdclake.model import qualified_name
 
