@@ -8,11 +8,21 @@ fetch the JVM jars, so changing a version here changes it everywhere.
 Why 4.0.0 and not 4.0.1: the registry mirror this project builds from lacks
 ``spark-token-provider-kafka-0-10_2.13:4.0.1``; 4.0.0 is the newest release whose jar set is whole.
 
-Tried for issue 8 (2026-11-23): the newest pair whose jars all resolve here is Spark 4.1.1 with
-Delta 4.3.1 (kafka-clients 3.9.1, commons-pool2 2.12.1); 4.2.x cannot be assembled
-(``spark-avro_2.13`` 4.2.x and ``delta-spark_2.13`` 4.4.x are not on Maven Central). On 4.1.1 a
-persisted MERGE source needs ``spark.databricks.delta.merge.failSourceCachedAfterMaterialization
-=false`` and the decode and apply benchmarks were not faster, so the pin stays on 4.0.0.
+Measured for issue 51 (2026-11-29): Spark 4.2.0 with Delta 4.4.0 now resolves whole here
+(spark-avro, spark-sql-kafka-0-10 and its token provider 4.2.0, kafka-clients 3.9.2,
+commons-pool2 2.13.1; delta-spark 4.4.0 on PyPI) and ran cdclake's benchmarks unchanged (the
+test suite was not run on it). It was not faster: in one hour, back to back, each row a fresh JVM (``bench/compare.py --events
+1000000 --keys 200000 --formats canal-json --only 'decode:canal-json,from_json,docs,warm:docs,tiny:*'
+--warm-batches 8``), 4.2.0+4.4.0 against 4.0.0+4.0.0: the ``from_json`` floor 8.70 / 7.60 s,
+cdclake canal decode 42.3 / 39.5 s, the Delta docs MERGE of 1M events 35.8 / 33.1 s, a warm
+500-event docs MERGE 1.83 / 1.85 s, 11 events in a fresh process 16.3 / 15.2 s; cdclake's warm
+500-event batch 7.05 / 7.30 s (an earlier run). The cost that dominates a small batch is not
+gone either: a write carrying a batch identity (``txnAppId``) still makes Delta rebuild the
+table's snapshot (3 Spark jobs, ~0.45 s), with the identities in the table's ``.crc`` file
+unread. Spark 4.1.1 with Delta 4.3.1 (tried for issue 8) was not faster and needs
+``spark.databricks.delta.merge.failSourceCachedAfterMaterialization=false``. So the pin stays
+on 4.0.0, the line that is measured fastest here; moving is one edit of this file and
+``pyproject.toml``'s bounds once a newer line is.
 """
 
 from __future__ import annotations
