@@ -379,6 +379,36 @@ def write(spark: SparkSession, fmt: str, start: int, end: int, keys: int, path: 
     return path
 
 
+def table_of(k: int, tables: int) -> str:
+    """The table of key ``k`` in the many-table form of the workload (:func:`relabel_tables`)."""
+    return f"{TABLE}_{k % tables:02d}"
+
+
+def relabel_tables(spark: SparkSession, fmt: str, src: Path, dst: Path, tables: int, scratch: Path) -> Path:
+    """The events of the file ``src`` (canal-json or debezium-json) over ``tables`` tables: an
+    event of key ``k`` goes to table ``orders_<k mod tables>`` (two digits, :func:`table_of`) of
+    the same database, everything else as it was. A whole database per micro-batch: a batch of
+    500 events over 20 tables holds about 25 changes of each. Written to one file at ``dst``,
+    lines in ``src``'s order."""
+    key = {"canal-json": "get_json_object(value, '$.data[0].id')",
+           "debezium-json": "coalesce(get_json_object(value, '$.payload.after.id'), get_json_object(value, '$.payload.before.id'))"}[fmt]
+    tmp = scratch / f"tmp-{dst.name}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    sql = (f"""replace(value, '"table":"{TABLE}"', concat('"table":"{TABLE}_',"""
+           f""" lpad(cast(cast({key} AS bigint) % {tables} AS string), 2, '0'), '"'))""")
+    (spark.read.text(str(src)).coalesce(1).select(F.expr(sql).alias("value"))
+     .write.option("compression", "none").text(str(tmp)))
+    part_path = dst.with_suffix(dst.suffix + ".part")
+    with part_path.open("wb") as out:
+        for p in sorted(tmp.glob("part-*"), key=lambda p: int(p.name.split("-")[1])):
+            with p.open("rb") as f:
+                shutil.copyfileobj(f, out, 1 << 22)
+    part_path.rename(dst)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return dst
+
+
 def wire_check(spark: SparkSession, scratch: Path, keys: int = 7, n: int = 60) -> dict[str, str]:
     """Generate ``n`` events over ``keys`` keys with Spark and with the cdclake encoders and
     compare record by record: {format: "same" | what differs}."""

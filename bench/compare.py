@@ -29,6 +29,11 @@ and once (on the first N's first-batch table, or from scratch for the tiny rows)
   warm:docs
   tiny:cdclake    11 events, whole process (JVM start included): `.venv/bin/cdclake ingest`
   tiny:docs       the same with `bench/docs_merge.py` as a subprocess
+  db:cdclake      a whole database per micro-batch: the warm rows' files with their events spread
+                  over ``--db-tables`` tables (``orders_00`` ...: 20 tables x 25 changes per
+                  500-event batch), ``--db-batches`` batches, median seconds per batch
+  db:docs         the same with a plain foreachBatch: the batch parsed once, then the docs
+                  pattern's MERGE for each table in turn (bench/docs_merge.py ``apply_tables``)
 
 At the end one more subprocess checks final tables: every cdclake table (minus its ``_cdc_*``
 columns) against the docs-pattern table and against the state the workload defines.
@@ -70,6 +75,7 @@ TARGETS = {
     "ingest": ("cdclake ingest canal-json / docs pattern", 1.0),
     "warm": ("warm 500-event batch: cdclake / docs MERGE", 1.0),
     "tiny": ("11 events, whole process: cdclake / docs script", 1.2),
+    "db": ("a whole database per batch: cdclake / plain foreachBatch loop", 0.6),
 }
 
 
@@ -89,6 +95,8 @@ def row_label(rid: str, args) -> str:
                 f"{'cdclake' if arg == 'cdclake' else 'docs pattern'}",
         "tiny": f"{args.tiny} events, whole process (JVM start incl.): "
                 f"{'cdclake CLI' if arg == 'cdclake' else 'docs script'}",
+        "db": f"{args.db_tables} tables, {args.db_batches} x {args.warm_size} events (median s/batch): "
+              f"{'cdclake' if arg == 'cdclake' else 'plain foreachBatch loop'}",
     }[kind]
 
 
@@ -101,7 +109,8 @@ def plan_rows(args) -> list[tuple[str, int | None]]:
         per_n += ["docs", "ingest:canal-json"] + [f"ingest:{f}" for f in args.format_list if f != "canal-json"]
         per_n += ["incr:docs", "incr:cdclake"]
         rows += [(r, n) for r in per_n]
-    rows += [("warm:docs", None), ("warm:cdclake", None), ("tiny:docs", None), ("tiny:cdclake", None)]
+    rows += [("warm:docs", None), ("warm:cdclake", None), ("tiny:docs", None), ("tiny:cdclake", None),
+             ("db:docs", None), ("db:cdclake", None)]
     if args.only:
         pats = [p.strip() for p in args.only.split(",") if p.strip()]
         rows = [(r, n) for r, n in rows if any(fnmatch.fnmatch(r, p) for p in pats)]
@@ -257,6 +266,42 @@ def worker(spec: dict) -> dict:
 
     if kind == "checks":
         return {"lines": run_checks(spark, spec["checks"])}
+
+    if kind == "prepare-db":  # the many-table files of the db rows
+        made = []
+        for src, dst in spec["pairs"]:
+            if not Path(dst).exists():
+                W.relabel_tables(spark, "canal-json", Path(src), Path(dst), spec["tables"], scratch)
+                made.append(Path(dst).name)
+        return {"made": made}
+
+    if kind in ("db-cdclake", "db-docs", "db-base-cdclake", "db-base-docs"):
+        import docs_merge
+
+        names = [W.table_of(k, spec["tables"]) for k in range(spec["tables"])]
+        note = ""
+        if kind.startswith("db-base"):
+            shutil.rmtree(spec["target"], ignore_errors=True)
+            paths = [spec["input"]]
+        else:
+            _copy(spec["base"], spec["target"])
+            paths = spec["inputs"]
+        times = []
+        sampler.reset()
+        for path in paths:
+            t = time.perf_counter()
+            if kind.endswith("cdclake"):
+                s = _ingest(spark, "canal-json", [path], spec["target"])
+                if s.rejected:
+                    note = f"rejected {s.rejected}"
+            else:
+                docs_merge.apply_tables(spark, [path], spec["target"], names)
+            times.append(time.perf_counter() - t)
+        peak = sampler.stop()
+        if kind.startswith("db-base"):
+            return {"note": "built"}
+        return {"seconds": statistics.median(times), "rss": peak, "times": times,
+                "note": f"per batch: first {times[0]:.1f} s, min {min(times):.1f}, max {max(times):.1f} {note}".strip()}
 
     if kind in ("base-cdclake", "base-docs"):  # an untimed first batch for incr/warm rows
         shutil.rmtree(spec["target"], ignore_errors=True)
@@ -464,6 +509,8 @@ def main() -> None:
     ap.add_argument("--warm-batches", type=int, default=20)
     ap.add_argument("--warm-size", type=int, default=500)
     ap.add_argument("--tiny", type=int, default=11, help="events of the whole-process rows (default 11)")
+    ap.add_argument("--db-tables", type=int, default=20, help="tables of the db rows (default 20)")
+    ap.add_argument("--db-batches", type=int, default=5, help="batches of the db rows (default 5)")
     ap.add_argument("--formats", default=",".join(W.FORMATS))
     ap.add_argument("--only", default="", help="row ids to run, comma-separated fnmatch patterns (e.g. 'decode:*,from_json')")
     ap.add_argument("--master", default=None, help="Spark master for every session (default: get_spark's, local[*])")
@@ -533,6 +580,10 @@ def main() -> None:
             need("canal-json", 0, n0, k0)
             for b in range(args.warm_batches):
                 need("canal-json", n0 + b * args.warm_size, n0 + (b + 1) * args.warm_size, k0)
+        elif kind == "db":
+            need("canal-json", 0, n0, k0)
+            for b in range(args.db_batches):
+                need("canal-json", n0 + b * args.warm_size, n0 + (b + 1) * args.warm_size, k0)
         elif kind == "tiny":
             need("canal-json", 0, args.tiny, tiny_keys)
     missing = [v for p, v in needed.items() if not Path(p).exists()]
@@ -549,6 +600,16 @@ def main() -> None:
     print(f"  prepared in {time.perf_counter() - t:.0f} s; wire forms vs the cdclake encoders (K=7, 60 events):")
     for fmt, verdict in prep.get("wire_check", {}).items():
         print(f"    {fmt}: {verdict}")
+
+    def db_file(path: str) -> str:
+        return path.replace(".jsonl", f"-db{args.db_tables}.jsonl")
+
+    db_sources = [inp("canal-json", 0, n0, k0)] + [inp("canal-json", n0 + b * args.warm_size, n0 + (b + 1) * args.warm_size, k0)
+                                                   for b in range(args.db_batches)]
+    if any(rid.startswith("db:") for rid, _n in rows):
+        res = runner.run("prepare-db", {"kind": "prepare-db", "tables": args.db_tables,
+                                        "pairs": [(p, db_file(p)) for p in db_sources]})
+        print(f"  many-table files ({args.db_tables} tables): " + (res.get("error") or f"{len(res.get('made', []))} made"))
 
     print()
     print(HEADER, flush=True)
@@ -597,6 +658,14 @@ def main() -> None:
             spec = {"kind": f"warm-{arg}", "inputs": warm_files, "base": b, "target": str(RUN / f"warm-{arg}")}
             if all(Path(f).exists() for f in warm_files):
                 nbytes = int(statistics.median(Path(f).stat().st_size for f in warm_files))
+        elif kind == "db":
+            events = args.warm_size
+            b = str(RUN / f"db-base-{arg}")
+            res0 = runner.run(f"db-base-{arg}", {"kind": f"db-base-{arg}", "tables": args.db_tables,
+                                                 "input": db_file(db_sources[0]), "target": b})
+            err = res0.get("error")
+            spec = {"kind": f"db-{arg}", "tables": args.db_tables, "inputs": [db_file(p) for p in db_sources[1:]],
+                    "base": b, "target": str(RUN / f"db-{arg}")}
         elif kind == "tiny":
             events = args.tiny
             tiny = inp("canal-json", 0, args.tiny, tiny_keys)
@@ -621,7 +690,8 @@ def main() -> None:
         if "error" not in res and kind == "docs":
             bases[("docs", n)] = spec["target"]
         results[(rid, n)] = res
-        line = fmt_row(label, n if kind not in ("warm", "tiny") else (nn if kind == "warm" else None), res, events, nbytes, load)
+        line = fmt_row(label, n if kind not in ("warm", "tiny", "db") else (nn if kind in ("warm", "db") else None), res, events,
+                       nbytes, load)
         printed.append(line)
         print(line, flush=True)
 
@@ -662,6 +732,12 @@ def main() -> None:
                 checks.append({"label": f"{group}: {side} vs the workload's final state",
                                "left": {"kind": side, "path": str(RUN / f"{group}-{side}")},
                                "right": {"kind": "expected", "end": end, "keys": keys}})
+    if ok("db:cdclake", None) and ok("db:docs", None):
+        for k in range(args.db_tables):
+            t = W.table_of(k, args.db_tables)
+            checks.append({"label": f"db: {t}: cdclake (minus _cdc_*) vs plain loop",
+                           "left": {"kind": "docs", "path": str(RUN / "db-cdclake" / f"shop.{t}")},
+                           "right": {"kind": "docs", "path": str(RUN / "db-docs" / f"shop.{t}")}})
     check_lines = []
     if checks:
         res = runner.run("checks", {"kind": "checks", "checks": checks})
@@ -687,6 +763,7 @@ def main() -> None:
         ratio("ingest", secs("ingest:canal-json", n), secs("docs", n), f", N={n}" + ("" if n == 1_000_000 else " (the target is for 1M)"))
     ratio("warm", secs("warm:cdclake", None), secs("warm:docs", None))
     ratio("tiny", secs("tiny:cdclake", None), secs("tiny:docs", None))
+    ratio("db", secs("db:cdclake", None), secs("db:docs", None))
 
     load_after = os.getloadavg()
     print()

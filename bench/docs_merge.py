@@ -41,14 +41,19 @@ CANAL_SCHEMA = (
 )
 
 
-def latest_changes(spark: SparkSession, paths: list[str]) -> DataFrame:
-    """The last change per key of canal-json files: key columns, values, ``deleted``."""
+def changes_of(spark: SparkSession, paths: list[str]) -> DataFrame:
+    """Every row change of canal-json files, parsed once: ``table``, the row ``d`` (text
+    values), ``type``, and the sequence parts ``es``, ``msg``, ``row``."""
     m = F.col("m")
-    msgs = spark.read.text(paths).select(F.from_json("value", CANAL_SCHEMA).alias("m")).where(
-        (m["database"] == "shop") & (m["table"] == "orders") & ~m["isDdl"]
-    )
-    rows = msgs.select(m["es"].alias("es"), m["id"].alias("msg"), m["type"].alias("type"),
+    msgs = spark.read.text(paths).select(F.from_json("value", CANAL_SCHEMA).alias("m")).where((m["database"] == "shop") & ~m["isDdl"])
+    return msgs.select(m["table"].alias("table"), m["es"].alias("es"), m["id"].alias("msg"), m["type"].alias("type"),
                        F.posexplode(m["data"]).alias("row", "d"))
+
+
+def latest_changes(spark: SparkSession, paths: list[str], parsed: DataFrame | None = None, table: str = "orders") -> DataFrame:
+    """The last change per key of ``table`` in canal-json files (or in ``parsed``, their
+    :func:`changes_of`): key columns, values, ``deleted``."""
+    rows = (parsed if parsed is not None else changes_of(spark, paths)).where(F.col("table") == table)
     d = F.col("d")
     changes = rows.select(
         d["id"].cast("bigint").alias("id"),
@@ -84,6 +89,18 @@ def upsert(spark: SparkSession, latest: DataFrame, target: str) -> None:
 
 def apply(spark: SparkSession, paths: list[str], target: str) -> None:
     upsert(spark, latest_changes(spark, paths), target)
+
+
+def apply_tables(spark: SparkSession, paths: list[str], root: str, tables: list[str]) -> None:
+    """The same pattern for a whole database per batch, as a Structured Streaming
+    ``foreachBatch`` over many tables is written: the batch parsed once (cached), then one MERGE
+    per table in turn, into ``<root>/shop.<table>``."""
+    parsed = changes_of(spark, paths).cache()
+    try:
+        for t in tables:
+            upsert(spark, latest_changes(spark, paths, parsed, t), f"{root}/shop.{t}")
+    finally:
+        parsed.unpersist()
 
 
 def main() -> None:
