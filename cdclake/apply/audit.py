@@ -153,6 +153,7 @@ def txn_session(spark: SparkSession, txn: Txn | None):
 
 
 def now_ms() -> int:
+    """The wall clock in milliseconds since the epoch (the audit tables' ``_ms`` times)."""
     return int(time.time() * 1000)
 
 

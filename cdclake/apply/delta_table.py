@@ -555,6 +555,10 @@ def source_column_types(spark: SparkSession, path: str) -> dict[str, str]:
 
 
 def create_empty(spark: SparkSession, path: str, cols: dict[str, str], history: bool = False) -> None:
+    """Create an empty target table at ``path`` when none is there: the source columns ``cols``
+    (name -> Spark type) and the :data:`META_COLUMNS` (with the :data:`HISTORY_COLUMNS` and
+    :data:`PARTIAL_COLUMNS` too when ``history``), with the table properties the names need
+    (:func:`table_properties`). One Delta commit."""
     builder = DeltaTable.createIfNotExists(spark).location(path)
     for name, typ in {**cols, **(SYSTEM_COLUMNS if history else META_COLUMNS)}.items():
         builder = builder.addColumn(name, typ)
@@ -646,6 +650,21 @@ def prepare_table(spark: SparkSession, plan: TablePlan, path: str, state: TableS
     return prep
 
 
+def remembered_columns(table: str, key: str) -> list:
+    """The columns of a ``_cdclake/deletes`` row (``table``, ``key`` JSON, ``position``,
+    ``position_text``, ``record``, ``sub``, ``event_time_ms``) over a frame of folded change rows
+    (``_ord``, ``_pos_text``, ``_etime``) whose key JSON is the column ``key``."""
+    return [
+        F.lit(table).alias("table"),
+        F.col(key).alias("key"),
+        F.col("_ord.pos").alias("position"),
+        F.col("_pos_text").alias("position_text"),
+        F.expr(record_of_sql("_ord")).alias("record"),
+        F.col("_ord._sub").alias("sub"),
+        F.col("_etime").alias("event_time_ms"),
+    ]
+
+
 def write_keyed(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_path: str) -> TableApply:
     """The keyed strategy's write (SCD type 1, a table with a key; called by
     :func:`cdclake.apply.strategy.write_table` for a table touched by the batch): the batch's
@@ -682,17 +701,10 @@ def write_keyed(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_
             result.inserted = int(observed.get["n"])
         gone = src.where(F.col("_op") == "d")  # the batch's deletes and the old keys of its key changes
         # a batch of updates without deletes remembers only the keys its updates moved away from:
-        # none in most batches (one small job over the kept rows instead of a commit to the deletes table)
+        # none in most batches (one small job over the kept rows instead of an empty append to the
+        # deletes table, whose Delta transaction check cost 3 jobs)
         if plan.counts.get("d") or moves is not None or (plan.counts.get("u") and not gone.isEmpty()):
-            out.deletes = gone.select(
-                F.lit(plan.name).alias("table"),
-                F.col("_key_json").alias("key"),
-                F.col("_ord.pos").alias("position"),
-                F.col("_pos_text").alias("position_text"),
-                F.expr(record_of_sql("_ord")).alias("record"),
-                F.col("_ord._sub").alias("sub"),
-                F.col("_etime").alias("event_time_ms"),
-            )
+            out.deletes = gone.select(*remembered_columns(plan.name, "_key_json"))
             if moves is not None:
                 out.deletes = out.deletes.unionByName(moves, allowMissingColumns=True)
     prep.rows_before = rows_before

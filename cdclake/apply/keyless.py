@@ -110,6 +110,7 @@ from cdclake.apply.delta_table import (
     q,
     rank_sql,
     read_deletes,
+    remembered_columns,
     remembered_struct_sql,
     table_properties,
     truncate_sql,
@@ -201,15 +202,7 @@ def _atoms_to_remember(acts: DataFrame, table: str) -> DataFrame:
     """The acts to remember (``_remember``) as ``_cdclake/deletes`` rows of ``table`` (a copy
     taken or made: its op; a delete: ``d``)."""
     return acts.where("_remember").select(
-        F.lit(table).alias("table"),
-        F.col("_k").alias("key"),
-        F.col("_ord.pos").alias("position"),
-        F.col("_pos_text").alias("position_text"),
-        F.expr(record_of_sql("_ord")).alias("record"),
-        F.col("_ord._sub").alias("sub"),
-        F.col("_etime").alias("event_time_ms"),
-        F.when(F.col("_sign") == 1, F.col("_op")).otherwise(F.lit("d")).alias("op"),
-    )
+        *remembered_columns(table, "_k"), F.when(F.col("_sign") == 1, F.col("_op")).otherwise(F.lit("d")).alias("op"))
 
 
 def _one_per_point(atoms: DataFrame, payload: list[str]) -> DataFrame:

@@ -1072,6 +1072,10 @@ def _follow_table_ends(p: TablePlan) -> None:
 
 
 def choose_key(p: TablePlan, configured: dict[str, list[str]]) -> None:
+    """Set ``p.key`` and ``p.key_source``: the key configured for the table (by qualified name,
+    ``database.table`` or bare table name; ``configured``: name -> key columns), else the key its
+    messages carry (:attr:`TablePlan.message_key`), else none (rows match on the whole before
+    image)."""
     for name in (p.name, f"{p.database}.{p.table}" if p.database else None, p.table):
         if name and name in configured:
             p.key, p.key_source = list(configured[name]), "configuration"
