@@ -1445,7 +1445,8 @@ def _fold(
 ) -> tuple[DataFrame, list[DataFrame], DataFrame | None, list[str]]:
     """The MERGE source: the batch's last change per key (folded column by column for partial
     images), typed as the table's columns ``_c<i>``, with ``_op``, ``_ord`` (the order struct),
-    ``_pos_text``, ``_etime``, ``_p_c<i>`` (column carried) and ``_key_json``. Kept (:func:`cdclake.frames.keep`); returns
+    ``_pos_text``, ``_etime``, ``_p_c<i>`` (column carried) and ``_key_json``. Kept
+    (:func:`cdclake.frames.keep`) unless small and of full images (:data:`SMALL_SOURCE_EVENTS`); returns
     it, the frames to release, the batch's moves to remember (:func:`moves_to_remember`,
     None when the batch moves no row) and the keys (JSON) changes may have followed remembered
     moves to (:func:`follow_moves`; empty: none), which the MERGE's key range must hold. ``path``: the existing table (None: created by this
@@ -1477,8 +1478,19 @@ def _fold(
     src = src.withColumn("_key_json", F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in key]), KEY_JSON))
     if needs_delete_check(plan, state) and DeltaTable.isDeltaTable(spark, deletes_path):
         src = _drop_older_than_deletes(spark, src, plan.name, deletes_path, {k: columns[k] for k in key}, plan.column_history)
+    elif not (by_column or plan.partial or kept) and sum(plan.counts.values()) <= SMALL_SOURCE_EVENTS:
+        return src, kept, moves, followed  # computed again by the MERGE's two passes: cheaper than keeping
     src = frames.keep(src)
     return src, [src, *kept], moves, followed
+
+
+#: a MERGE source of full images folded from at most this many events of the table is not kept
+#: (:func:`cdclake.frames.keep`): Delta's MERGE computes its source in both of its passes (the
+#: scan for matching files, the write) and the deletes append once more, over the batch's kept
+#: events, which for a small batch costs less than keeping it, a Spark job before the MERGE
+#: (issue 51's budget: 2 actions before the MERGEs). Partial images (the column fold's windows),
+#: per-column positions, moves and the check against remembered deletes keep theirs.
+SMALL_SOURCE_EVENTS = 20_000
 
 
 def _table_points(spark: SparkSession, path: str, plan: TablePlan, columns: dict[str, str], by_column: bool = False) -> DataFrame:

@@ -15,6 +15,7 @@ so the raw bytes kept for such a reject are the replaced text, not the original 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -56,7 +57,32 @@ def read_lines(spark: SparkSession, paths: list[str]) -> DataFrame:
     value = F.col("value")
     # a blank line is not a record: trim only lines that start with whitespace (JSON starts with '{')
     blank = (F.length(value) == 0) | ((F.ascii(value) <= 32) & (F.trim(value) == ""))
+    if len(files) == 1 and Path(files[0]).stat().st_size <= one_split_bytes(spark):
+        return _raw(text.select(
+            F.encode(value, "UTF-8").alias("value"), (~blank).alias("keep"),
+            F.col("_metadata.file_path").alias("file"), (F.monotonically_increasing_id() + 1).alias("line"),
+        ))
     return number_records(text, F.encode(value, "UTF-8"), keep=~blank)
+
+
+def one_split_bytes(spark: SparkSession) -> int:
+    """Size in bytes up to which Spark reads one file as one split whatever the session's
+    parallelism: ``spark.sql.files.openCostInBytes`` (Spark's ``maxSplitBytes`` is never below
+    it) and ``spark.sql.files.maxPartitionBytes``, the smaller. Such a file alone is one
+    partition, numbered 0, whose row ids (``monotonically_increasing_id``) are its line
+    indexes: :func:`read_lines` numbers its lines without the aggregate of
+    :func:`number_records` (a Spark job less per batch)."""
+    conf = spark.conf
+    return min(size_bytes(conf.get("spark.sql.files.openCostInBytes", "4194304")),
+               size_bytes(conf.get("spark.sql.files.maxPartitionBytes", "134217728")))
+
+
+def size_bytes(text: str) -> int:
+    """A Spark size setting (``4194304``, ``4m``, ``128MB``) in bytes."""
+    m = re.fullmatch(r"\s*(\d+)\s*([kmgt]?)i?b?\s*", text.lower())
+    if not m:
+        raise ValueError(f"not a size: {text!r}")
+    return int(m.group(1)) * 1024 ** "bkmgt".index(m.group(2) or "b")
 
 
 #: up to this many file splits, a record's file and line come from a CASE on its row id (no
@@ -112,6 +138,12 @@ def number_records(df: DataFrame, value: Column, keep: Column | None = None) -> 
         numbered = rows.join(F.broadcast(table), ["file", "block"]).select(
             "value", "keep", "file", (F.col("first_line") + F.col("mid") - F.col("min_mid")).alias("line")
         )
+    return _raw(numbered)
+
+
+def _raw(numbered: DataFrame) -> DataFrame:
+    """RAW_SCHEMA rows from ``value`` (binary), ``keep`` (boolean), ``file``, ``line`` (long):
+    the kept ones."""
     raw = numbered.where("keep").select(
         F.lit(None).cast("binary").alias("key"),
         "value",
