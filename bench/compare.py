@@ -35,6 +35,10 @@ and once (on the first N's first-batch table, or from scratch for the tiny rows)
   db:docs         the same with a plain foreachBatch: the batch parsed once, then the docs
                   pattern's MERGE for each table in turn (bench/docs_merge.py ``apply_tables``)
 
+The warm and db rows run canal-json; with debezium-json in ``--formats`` they run once more on
+the Debezium files (``warm:cdclake@debezium-json``, ``warm:docs@debezium-json``, ``db:...``),
+the plain side parsing Debezium's envelope (``docs_merge.py --format debezium-json``).
+
 At the end one more subprocess checks final tables: every cdclake table (minus its ``_cdc_*``
 columns) against the docs-pattern table and against the state the workload defines.
 
@@ -72,8 +76,8 @@ TABLE = "shop.orders"
 QUICK = {"events": "20000", "keys": "4000", "warm_batches": 5, "warm_size": 500}
 TARGETS = {
     "decode": ("cdclake decode canal-json / Spark from_json + explode", 2.0),
-    "ingest": ("cdclake ingest canal-json / docs pattern", 1.0),
-    "warm": ("warm 500-event batch: cdclake / docs MERGE", 1.0),
+    "ingest": ("cdclake ingest canal-json / docs pattern", 1.3),
+    "warm": ("warm 500-event batch: cdclake / docs MERGE", 1.3),
     "tiny": ("11 events, whole process: cdclake / docs script", 1.2),
     "db": ("a whole database per batch: cdclake / plain foreachBatch loop", 0.6),
 }
@@ -82,8 +86,25 @@ TARGETS = {
 # ---- rows ------------------------------------------------------------------------------------
 
 
+#: the formats the warm and db rows run in (the plain side parses them: bench/docs_merge.py)
+SIDE_FORMATS = ("canal-json", "debezium-json")
+
+
+def side_format(arg: str) -> tuple[str, str]:
+    """``cdclake@debezium-json`` -> (``cdclake``, ``debezium-json``); no ``@``: canal-json."""
+    side, _, fmt = arg.partition("@")
+    return side, fmt or "canal-json"
+
+
+def suffix(fmt: str) -> str:
+    """The folder suffix of a warm/db row's format: none for canal-json."""
+    return "" if fmt == "canal-json" else f"-{fmt}"
+
+
 def row_label(rid: str, args) -> str:
     kind, _, arg = rid.partition(":")
+    arg, fmt = side_format(arg)
+    of = "" if fmt == "canal-json" else f", {fmt}"
     return {
         "decode": f"cdclake decode only ({arg})",
         "ingest": f"cdclake whole ingest, file input ({arg})",
@@ -91,11 +112,11 @@ def row_label(rid: str, args) -> str:
         "parse_json": "Spark parse_json + explode (canal)",
         "docs": "Delta docs CDC upsert pattern (from_json, explode, max_by, one MERGE)",
         "incr": f"second batch, 10% changes (incremental MERGE): {'cdclake' if arg == 'cdclake' else 'docs pattern'}",
-        "warm": f"warm session, {args.warm_batches} x {args.warm_size} events (median s/batch): "
+        "warm": f"warm session, {args.warm_batches} x {args.warm_size} events{of} (median s/batch): "
                 f"{'cdclake' if arg == 'cdclake' else 'docs pattern'}",
         "tiny": f"{args.tiny} events, whole process (JVM start incl.): "
                 f"{'cdclake CLI' if arg == 'cdclake' else 'docs script'}",
-        "db": f"{args.db_tables} tables, {args.db_batches} x {args.warm_size} events (median s/batch): "
+        "db": f"{args.db_tables} tables, {args.db_batches} x {args.warm_size} events{of} (median s/batch): "
               f"{'cdclake' if arg == 'cdclake' else 'plain foreachBatch loop'}",
     }[kind]
 
@@ -109,8 +130,10 @@ def plan_rows(args) -> list[tuple[str, int | None]]:
         per_n += ["docs", "ingest:canal-json"] + [f"ingest:{f}" for f in args.format_list if f != "canal-json"]
         per_n += ["incr:docs", "incr:cdclake"]
         rows += [(r, n) for r in per_n]
-    rows += [("warm:docs", None), ("warm:cdclake", None), ("tiny:docs", None), ("tiny:cdclake", None),
-             ("db:docs", None), ("db:cdclake", None)]
+    more = [f"@{f}" for f in args.format_list if f in SIDE_FORMATS and f != "canal-json"]
+    rows += [(f"warm:{side}{m}", None) for m in ["", *more] for side in ("docs", "cdclake")]
+    rows += [("tiny:docs", None), ("tiny:cdclake", None)]
+    rows += [(f"db:{side}{m}", None) for m in ["", *more] for side in ("docs", "cdclake")]
     if args.only:
         pats = [p.strip() for p in args.only.split(",") if p.strip()]
         rows = [(r, n) for r, n in rows if any(fnmatch.fnmatch(r, p) for p in pats)]
@@ -269,9 +292,9 @@ def worker(spec: dict) -> dict:
 
     if kind == "prepare-db":  # the many-table files of the db rows
         made = []
-        for src, dst in spec["pairs"]:
+        for fmt, src, dst in spec["pairs"]:
             if not Path(dst).exists():
-                W.relabel_tables(spark, "canal-json", Path(src), Path(dst), spec["tables"], scratch)
+                W.relabel_tables(spark, fmt, Path(src), Path(dst), spec["tables"], scratch)
                 made.append(Path(dst).name)
         return {"made": made}
 
@@ -291,11 +314,11 @@ def worker(spec: dict) -> dict:
         for path in paths:
             t = time.perf_counter()
             if kind.endswith("cdclake"):
-                s = _ingest(spark, "canal-json", [path], spec["target"])
+                s = _ingest(spark, spec["format"], [path], spec["target"])
                 if s.rejected:
                     note = f"rejected {s.rejected}"
             else:
-                docs_merge.apply_tables(spark, [path], spec["target"], names)
+                docs_merge.apply_tables(spark, [path], spec["target"], names, spec["format"])
             times.append(time.perf_counter() - t)
         peak = sampler.stop()
         if kind.startswith("db-base"):
@@ -306,11 +329,11 @@ def worker(spec: dict) -> dict:
     if kind in ("base-cdclake", "base-docs"):  # an untimed first batch for incr/warm rows
         shutil.rmtree(spec["target"], ignore_errors=True)
         if kind == "base-cdclake":
-            _ingest(spark, "canal-json", [spec["input"]], spec["target"])
+            _ingest(spark, spec.get("format", "canal-json"), [spec["input"]], spec["target"])
         else:
             import docs_merge
 
-            docs_merge.apply(spark, [spec["input"]], spec["target"])
+            docs_merge.apply(spark, [spec["input"]], spec["target"], spec.get("format", "canal-json"))
         return {"note": "built"}
 
     note = ""
@@ -329,11 +352,11 @@ def worker(spec: dict) -> dict:
         for path in spec["inputs"]:
             t = time.perf_counter()
             if kind == "warm-cdclake":
-                s = _ingest(spark, "canal-json", [path], spec["target"])
+                s = _ingest(spark, spec["format"], [path], spec["target"])
                 if s.rejected:
                     note = f"rejected {s.rejected}"
             else:
-                docs_merge.apply(spark, [path], spec["target"])
+                docs_merge.apply(spark, [path], spec["target"], spec["format"])
             times.append(time.perf_counter() - t)
         peak = sampler.stop()
         return {"seconds": statistics.median(times), "rss": peak, "times": times,
@@ -558,8 +581,8 @@ def main() -> None:
         return str(W.input_path(OUT, fmt, start, end, keys))
 
     tiny_keys = max(1, args.tiny // 2)
-    warm_files = [inp("canal-json", n0 + b * args.warm_size, n0 + (b + 1) * args.warm_size, k0)
-                  for b in range(args.warm_batches)]
+    def warm_files(fmt: str) -> list[str]:
+        return [inp(fmt, n0 + b * args.warm_size, n0 + (b + 1) * args.warm_size, k0) for b in range(args.warm_batches)]
 
     # inputs the selected rows need
     needed: dict[str, tuple] = {}
@@ -577,13 +600,15 @@ def main() -> None:
             need("canal-json", 0, n, key_of[n])
             need("canal-json", n, n + n // 10, key_of[n])
         elif kind == "warm":
-            need("canal-json", 0, n0, k0)
+            fmt = side_format(arg)[1]
+            need(fmt, 0, n0, k0)
             for b in range(args.warm_batches):
-                need("canal-json", n0 + b * args.warm_size, n0 + (b + 1) * args.warm_size, k0)
+                need(fmt, n0 + b * args.warm_size, n0 + (b + 1) * args.warm_size, k0)
         elif kind == "db":
-            need("canal-json", 0, n0, k0)
+            fmt = side_format(arg)[1]
+            need(fmt, 0, n0, k0)
             for b in range(args.db_batches):
-                need("canal-json", n0 + b * args.warm_size, n0 + (b + 1) * args.warm_size, k0)
+                need(fmt, n0 + b * args.warm_size, n0 + (b + 1) * args.warm_size, k0)
         elif kind == "tiny":
             need("canal-json", 0, args.tiny, tiny_keys)
     missing = [v for p, v in needed.items() if not Path(p).exists()]
@@ -604,11 +629,14 @@ def main() -> None:
     def db_file(path: str) -> str:
         return path.replace(".jsonl", f"-db{args.db_tables}.jsonl")
 
-    db_sources = [inp("canal-json", 0, n0, k0)] + [inp("canal-json", n0 + b * args.warm_size, n0 + (b + 1) * args.warm_size, k0)
-                                                   for b in range(args.db_batches)]
-    if any(rid.startswith("db:") for rid, _n in rows):
+    def db_sources(fmt: str) -> list[str]:
+        return [inp(fmt, 0, n0, k0)] + [inp(fmt, n0 + b * args.warm_size, n0 + (b + 1) * args.warm_size, k0)
+                                         for b in range(args.db_batches)]
+
+    db_formats = sorted({side_format(rid.partition(":")[2])[1] for rid, _n in rows if rid.startswith("db:")})
+    if db_formats:
         res = runner.run("prepare-db", {"kind": "prepare-db", "tables": args.db_tables,
-                                        "pairs": [(p, db_file(p)) for p in db_sources]})
+                                        "pairs": [(f, p, db_file(p)) for f in db_formats for p in db_sources(f)]})
         print(f"  many-table files ({args.db_tables} tables): " + (res.get("error") or f"{len(res.get('made', []))} made"))
 
     print()
@@ -617,16 +645,17 @@ def main() -> None:
     bases: dict[tuple[str, int], str] = {}
     printed: list[str] = []
 
-    def base(side: str, n: int) -> tuple[str | None, str | None]:
-        """The first-batch table of N for ``side`` (cdclake lake / docs table), built if no row made it."""
-        if (side, n) in bases:
-            return bases[(side, n)], None
-        target = str(RUN / f"n{n}" / f"base-{side}")
-        res = runner.run(f"base-{side}-{n}", {"kind": f"base-{side}", "input": inp("canal-json", 0, n, key_of[n]),
-                                               "target": target})
+    def base(side: str, n: int, fmt: str = "canal-json") -> tuple[str | None, str | None]:
+        """The first-batch table of N for ``side`` (cdclake lake / docs table) from ``fmt``'s
+        file, built if no row made it."""
+        if (side + suffix(fmt), n) in bases:
+            return bases[(side + suffix(fmt), n)], None
+        target = str(RUN / f"n{n}" / f"base-{side}{suffix(fmt)}")
+        res = runner.run(f"base-{side}{suffix(fmt)}-{n}", {"kind": f"base-{side}", "input": inp(fmt, 0, n, key_of[n]),
+                                                            "target": target, "format": fmt})
         if "error" in res:
             return None, f"building the first-batch table failed: {res['error']}"
-        bases[(side, n)] = target
+        bases[(side + suffix(fmt), n)] = target
         return target, None
 
     for rid, n in rows:
@@ -653,19 +682,23 @@ def main() -> None:
             spec = {"kind": f"incr-{arg}", "format": "canal-json", "input": inp("canal-json", n, n + n // 10, key_of[n]),
                     "base": b, "target": str(RUN / f"n{n}" / f"incr-{arg}")}
         elif kind == "warm":
-            b, err = base(arg, n0)
+            side, fmt = side_format(arg)
+            b, err = base(side, n0, fmt)
             events = args.warm_size
-            spec = {"kind": f"warm-{arg}", "inputs": warm_files, "base": b, "target": str(RUN / f"warm-{arg}")}
-            if all(Path(f).exists() for f in warm_files):
-                nbytes = int(statistics.median(Path(f).stat().st_size for f in warm_files))
+            files = warm_files(fmt)
+            spec = {"kind": f"warm-{side}", "format": fmt, "inputs": files, "base": b, "target": str(RUN / f"warm-{side}{suffix(fmt)}")}
+            if all(Path(f).exists() for f in files):
+                nbytes = int(statistics.median(Path(f).stat().st_size for f in files))
         elif kind == "db":
+            side, fmt = side_format(arg)
             events = args.warm_size
-            b = str(RUN / f"db-base-{arg}")
-            res0 = runner.run(f"db-base-{arg}", {"kind": f"db-base-{arg}", "tables": args.db_tables,
-                                                 "input": db_file(db_sources[0]), "target": b})
+            b = str(RUN / f"db-base-{side}{suffix(fmt)}")
+            sources = db_sources(fmt)
+            res0 = runner.run(f"db-base-{side}{suffix(fmt)}", {"kind": f"db-base-{side}", "tables": args.db_tables, "format": fmt,
+                                                                "input": db_file(sources[0]), "target": b})
             err = res0.get("error")
-            spec = {"kind": f"db-{arg}", "tables": args.db_tables, "inputs": [db_file(p) for p in db_sources[1:]],
-                    "base": b, "target": str(RUN / f"db-{arg}")}
+            spec = {"kind": f"db-{side}", "format": fmt, "tables": args.db_tables, "inputs": [db_file(p) for p in sources[1:]],
+                    "base": b, "target": str(RUN / f"db-{side}{suffix(fmt)}")}
         elif kind == "tiny":
             events = args.tiny
             tiny = inp("canal-json", 0, args.tiny, tiny_keys)
@@ -722,22 +755,28 @@ def main() -> None:
             if ok(f"incr:{side}", n):
                 checks.append({"label": f"N={n}: after the second batch, {side} vs the workload's final state",
                                "left": {"kind": side, "path": str(RUN / f"n{n}" / f"incr-{side}")}, "right": exp2})
-    for group, end, keys in (("warm", n0 + args.warm_batches * args.warm_size, k0), ("tiny", args.tiny, tiny_keys)):
-        if ok(f"{group}:cdclake", None) and ok(f"{group}:docs", None):
-            checks.append({"label": f"{group}: cdclake (minus _cdc_*) vs docs pattern",
-                           "left": {"kind": "cdclake", "path": str(RUN / f"{group}-cdclake")},
-                           "right": {"kind": "docs", "path": str(RUN / f"{group}-docs")}})
+    groups = [("warm" + at, "warm" + suffix(f), n0 + args.warm_batches * args.warm_size, k0)
+              for f in SIDE_FORMATS for at in [("" if f == "canal-json" else f"@{f}")]]
+    for group, folder, end, keys in [*groups, ("tiny", "tiny", args.tiny, tiny_keys)]:
+        kind, _, at = group.partition("@")
+        at = f"@{at}" if at else ""
+        if ok(f"{kind}:cdclake{at}", None) and ok(f"{kind}:docs{at}", None):
+            checks.append({"label": f"{folder}: cdclake (minus _cdc_*) vs docs pattern",
+                           "left": {"kind": "cdclake", "path": str(RUN / folder.replace(kind, f"{kind}-cdclake", 1))},
+                           "right": {"kind": "docs", "path": str(RUN / folder.replace(kind, f"{kind}-docs", 1))}})
         for side in ("cdclake", "docs"):
-            if ok(f"{group}:{side}", None):
-                checks.append({"label": f"{group}: {side} vs the workload's final state",
-                               "left": {"kind": side, "path": str(RUN / f"{group}-{side}")},
+            if ok(f"{kind}:{side}{at}", None):
+                checks.append({"label": f"{folder}: {side} vs the workload's final state",
+                               "left": {"kind": side, "path": str(RUN / folder.replace(kind, f"{kind}-{side}", 1))},
                                "right": {"kind": "expected", "end": end, "keys": keys}})
-    if ok("db:cdclake", None) and ok("db:docs", None):
-        for k in range(args.db_tables):
-            t = W.table_of(k, args.db_tables)
-            checks.append({"label": f"db: {t}: cdclake (minus _cdc_*) vs plain loop",
-                           "left": {"kind": "docs", "path": str(RUN / "db-cdclake" / f"shop.{t}")},
-                           "right": {"kind": "docs", "path": str(RUN / "db-docs" / f"shop.{t}")}})
+    for f in SIDE_FORMATS:
+        at = "" if f == "canal-json" else f"@{f}"
+        if ok(f"db:cdclake{at}", None) and ok(f"db:docs{at}", None):
+            for k in range(args.db_tables):
+                t = W.table_of(k, args.db_tables)
+                checks.append({"label": f"db{suffix(f)}: {t}: cdclake (minus _cdc_*) vs plain loop",
+                               "left": {"kind": "docs", "path": str(RUN / f"db-cdclake{suffix(f)}" / f"shop.{t}")},
+                               "right": {"kind": "docs", "path": str(RUN / f"db-docs{suffix(f)}" / f"shop.{t}")}})
     check_lines = []
     if checks:
         res = runner.run("checks", {"kind": "checks", "checks": checks})
@@ -761,9 +800,13 @@ def main() -> None:
     for n in args.event_list:
         ratio("decode", secs("decode:canal-json", n), secs("from_json", n), f", N={n}")
         ratio("ingest", secs("ingest:canal-json", n), secs("docs", n), f", N={n}" + ("" if n == 1_000_000 else " (the target is for 1M)"))
-    ratio("warm", secs("warm:cdclake", None), secs("warm:docs", None))
+    for f in SIDE_FORMATS:
+        at = "" if f == "canal-json" else f"@{f}"
+        ratio("warm", secs(f"warm:cdclake{at}", None), secs(f"warm:docs{at}", None), f", {f}")
     ratio("tiny", secs("tiny:cdclake", None), secs("tiny:docs", None))
-    ratio("db", secs("db:cdclake", None), secs("db:docs", None))
+    for f in SIDE_FORMATS:
+        at = "" if f == "canal-json" else f"@{f}"
+        ratio("db", secs(f"db:cdclake{at}", None), secs(f"db:docs{at}", None), f", {f}")
 
     load_after = os.getloadavg()
     print()
