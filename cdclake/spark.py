@@ -73,6 +73,11 @@ AVRO_LIMITS = " ".join(
 )
 
 
+#: the driver JVM's options (``spark.driver.extraJavaOptions``): log level and :data:`AVRO_LIMITS`;
+#: a caller that sets its own should keep these
+DRIVER_JAVA_OPTIONS = f"-Dlog4j2.level=WARN {AVRO_LIMITS}"
+
+
 def get_spark(master: str | None = None, app_name: str = "cdclake", conf: dict | None = None):
     """Return the active SparkSession, or build the cdclake one.
 
@@ -128,7 +133,7 @@ def get_spark(master: str | None = None, app_name: str = "cdclake", conf: dict |
         # decoder's projections, where it inlines the whole decode expression (from_json once per
         # reference): decoding ran ~10 times slower. The decoders' outputs are exploded unfiltered.
         .config("spark.sql.optimizer.excludedRules", "org.apache.spark.sql.catalyst.optimizer.InferFiltersFromGenerate")
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.level=WARN {AVRO_LIMITS}")
+        .config("spark.driver.extraJavaOptions", DRIVER_JAVA_OPTIONS)
         .config("spark.executor.extraJavaOptions", AVRO_LIMITS)
     )
     for key, value in {**env_conf(), **(conf or {})}.items():

@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from cdclake.spark import DRIVER_JAVA_OPTIONS
+
 _COMMON = dict(deadline=None, print_blob=True, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 settings.register_profile("ci", derandomize=True, max_examples=1, **_COMMON)
 settings.register_profile("thorough", derandomize=False, max_examples=10, **_COMMON)
@@ -48,7 +50,12 @@ FIXTURES = SHARED / "fixtures"
 #: processes evaluate interpreted too. The standalone cluster test's ingest (driver and
 #: executor), ``bin/demo`` and the benchmarks run with cdclake's own settings: whole-stage and
 #: expression code generation on.
+#: The test JVM collects garbage with the parallel collector instead of G1: on this 2-core
+#: machine G1's concurrent threads compete with the suite's own; measured session 45,
+#: tests/apply/test_history.py 188 s / 178 s (G1) against 167 s / 171 s (parallel), 182 s (serial),
+#: 209 s with C1 only (``-XX:TieredStopAtLevel=1``).
 TEST_CONF = {
+    "spark.driver.extraJavaOptions": f"{DRIVER_JAVA_OPTIONS} -XX:+UseParallelGC",
     "spark.sql.shuffle.partitions": "2",
     "spark.databricks.delta.snapshotPartitions": "1",
     "spark.ui.enabled": "false",

@@ -64,7 +64,7 @@ from pyspark.sql import types as ST
 from cdclake import frames
 from cdclake.apply import types as T
 from cdclake.apply.moves import Entry, order_sort_key, resolve
-from cdclake.apply.plan import RECORD_FIELDS, TablePlan, names_back, ranked_key, truncate_key
+from cdclake.apply.plan import RECORD_FIELDS, TablePlan, may_rekey, names_back, ranked_key, truncate_key
 from cdclake.errors import CdclakeError
 from cdclake.normalize import pair_update_halves
 from cdclake.sqltext import quote_ident, sql_str
@@ -701,9 +701,9 @@ def write_keyed(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_
             result.inserted = int(observed.get["n"])
         gone = src.where(F.col("_op") == "d")  # the batch's deletes and the old keys of its key changes
         # a batch of updates without deletes remembers only the keys its updates moved away from:
-        # none in most batches (one small job over the kept rows instead of an empty append to the
-        # deletes table, whose Delta transaction check cost 3 jobs)
-        if plan.counts.get("d") or moves is not None or (plan.counts.get("u") and not gone.isEmpty()):
+        # none in most batches, as the plan tells (may_rekey); else one small job finds out,
+        # instead of an empty append to the deletes table (its Delta transaction check: 3 jobs)
+        if plan.counts.get("d") or moves is not None or (may_rekey(plan) and not gone.isEmpty()):
             out.deletes = gone.select(*remembered_columns(plan.name, "_key_json"))
             if moves is not None:
                 out.deletes = out.deletes.unionByName(moves, allowMissingColumns=True)

@@ -158,6 +158,10 @@ class TablePlan:
     moves: partial updates (``present`` set) whose before image gives a key column another
         value than the after image: they move the row to a new key, and the columns they do
         not carry come from the old key's row (:func:`cdclake.apply.delta_table.fill_moves`).
+    rekeys: updates with a before image whose key columns (the key each event has, configured
+        or stated) it gives another value than the after image, or may: they delete the old
+        key's row, which is remembered (``_cdclake/deletes``). ``event_keys``: the key column
+        lists the batch's events have (None: none); see :meth:`may_rekey`.
     truncate: ``(order, text)`` of the batch's latest truncate, else None.
     truncate_record: the record coordinates of that truncate (:func:`record_key` order:
         ``(file, line, partition, offset)``; None for a DDL statement's), which order it
@@ -232,6 +236,8 @@ class TablePlan:
     partial: bool = False
     halves: int = 0
     moves: int = 0
+    rekeys: int = 0
+    event_keys: set = field(default_factory=set)
     truncate: tuple[Order, str] | None = None
     truncate_record: tuple | None = None
     min_data: tuple[int, Order] | None = None
@@ -509,6 +515,33 @@ def _key_aggregates(keyed, changed) -> list:
     ]
 
 
+def _update_aggregates(tabled, is_data, count) -> list:
+    """:func:`summarize`'s aggregates of a table's updates (``tabled``: the event is a table's;
+    ``count``: a count of those): update halves, the partial updates that move their row to
+    another key (and the latest one's order), the updates that may change their key, and the
+    least and greatest key column list of the events."""
+    op = F.col("op")
+    half = is_data & (op == "u") & F.col("present").isNull() & (F.col("before").isNull() != F.col("after").isNull())
+    # a partial update whose before image names a key column with another value moves its row
+    # to a new key (the lambda runs on partial updates with both images only)
+    moving = (is_data & (op == "u") & F.col("present").isNotNull() & F.col("before").isNotNull() & F.col("after").isNotNull()
+              & F.expr("exists(k_names, k -> map_contains_key(before, k) AND map_contains_key(after, k) AND NOT (before[k] <=> after[k]))"))
+    # an update with a before image that may change its key: a key column it does not show in
+    # both images counts too
+    rekeying = (is_data & (op == "u") & F.col("before").isNotNull()
+                & (F.col("k_names").isNull() | F.col("after").isNull() | F.expr(
+                    "exists(k_names, k -> NOT (try_element_at(before, k) <=> try_element_at(after, k)))")))
+    keys = F.when(tabled & is_data, F.coalesce(F.col("k_names"), F.array()))
+    return [
+        count(half).alias("halves"),
+        count(moving).alias("moves"),
+        F.max(F.when(tabled & moving, F.col("position.order"))).alias("max_move"),
+        count(rekeying).alias("rekeys"),
+        F.min(keys).alias("k_names_lo"),
+        F.max(keys).alias("k_names_hi"),
+    ]
+
+
 def _change_aggregates(tabled, is_data, count) -> list:
     """:func:`summarize`'s aggregates of a table's truncates, oldest change, snapshot ends,
     deletes and DDL (``tabled``: the event is a table's; ``count``: a count of those)."""
@@ -586,9 +619,6 @@ def summarize(
     df = _summary_input(events, primary_keys, records, tx_cols, tabled, is_data, rank, has_event)
     keyed = tabled & is_data & (op != "t") & F.col("k_name").isNotNull()
     count = lambda cond: F.count_if(cond & tabled)  # noqa: E731
-    half = is_data & (op == "u") & F.col("present").isNull() & (F.col("before").isNull() != F.col("after").isNull())
-    moving = (is_data & (op == "u") & F.col("present").isNotNull() & F.col("before").isNotNull() & F.col("after").isNotNull()
-              & F.expr("exists(k_names, k -> map_contains_key(before, k) AND map_contains_key(after, k) AND NOT (before[k] <=> after[k]))"))
     aggs = [
         F.min(F.when(tabled, order)).alias("first_order"),
         F.max(F.when(tabled, order)).alias("last_order"),
@@ -596,11 +626,7 @@ def summarize(
         *[count(is_data & (op == o)).alias(f"n_{o}") for o in "cudrt"],
         count(is_data & ~by_position).alias("n_ranked"),
         count(F.col("present").isNotNull()).alias("partial"),
-        count(half).alias("halves"),
-        # a partial update whose before image names a key column with another value moves its
-        # row to a new key (the lambda runs on partial updates with both images only)
-        count(moving).alias("moves"),
-        F.max(F.when(tabled & moving, order)).alias("max_move"),
+        *_update_aggregates(tabled, is_data, count),
         F.max_by("primary_key", F.when(tabled & F.col("primary_key").isNotNull(), order)).alias("pk"),
         F.max(F.when(tabled & F.col("primary_key").isNotNull(), order)).alias("pk_order"),
         *_change_aggregates(tabled, is_data, count),
@@ -798,6 +824,8 @@ def build_plan(rows: list[dict], primary_keys: dict[str, list[str]] | None = Non
         p.key_stats.add(r)
         p.halves += r["halves"]
         p.moves += r.get("moves") or 0
+        p.rekeys += r.get("rekeys") or 0
+        p.event_keys.update(tuple(r[f]) for f in ("k_names_lo", "k_names_hi") if r.get(f) is not None)
         if r["pk"] is not None:
             cand = (order_key(r["pk_order"]), list(r["pk"]))
             if k not in pk_best or cand[0] > pk_best[k][0]:
@@ -1069,6 +1097,16 @@ def _follow_table_ends(p: TablePlan) -> None:
             p.truncate, p.truncate_record = (order, text), None
         p.ends.append((order, text, etime))
         p.ended.append(f"{what} (position {text}): its older rows removed, as by a truncate")
+
+
+def may_rekey(p: TablePlan) -> bool:
+    """Whether an update of the batch may move a row of ``p``'s table to another key (its old
+    key's row is then deleted and remembered): some update shows another value of a key column
+    (:attr:`TablePlan.rekeys`), or the events' keys are not the table's (another key stated by
+    some events, a key column renamed in the batch): then it cannot be told from the plan."""
+    if p.rekeys:
+        return True
+    return bool(p.counts.get("u")) and p.event_keys - {tuple(p.key)} != set()
 
 
 def choose_key(p: TablePlan, configured: dict[str, list[str]]) -> None:

@@ -82,6 +82,30 @@ def test_merge_condition_carries_the_batch_key_range(spark):
     assert merge_condition_sql(p, cols) == "t.`id` <=> s._c0"
 
 
+def test_the_plan_tells_which_updates_may_move_a_row_to_another_key(spark):
+    # the planning aggregate counts the updates whose before image gives a key column another
+    # value (or no value); only those make the applier look for the old keys to remember
+    from cdclake.apply.plan import may_rekey, plan_batch
+
+    def plan(events, keys=None):
+        return {p.table: p for p in plan_batch(spark.createDataFrame(events, EVENT_SCHEMA), keys).tables}
+
+    same = [ev("u", 1, row(1, "b"), row(1, "a"), table="a"), ev("u", 2, row(2, "b"), table="a")]  # (no before image)
+    moved = [ev("u", 3, row(9, "b"), row(1, "a"), table="b"), ev("u", 4, row(2, "b"), row(2, "a"), table="b")]
+    no_key = [ev("u", 5, {"name": "b"}, {"name": "a"}, table="c")]  # the key in neither image: no old key
+    halves = [ev("u", 6, before=row(3, "a"), table="d")]  # an update half: the after image comes apart
+    other = [ev("u", 7, row(4, "b"), row(4, "a"), table="e"), ev("u", 8, row(5, "b"), row(5, "a"), table="e", key=("name",))]
+    plans = plan(same + moved + no_key + halves + other)
+    assert {t: (p.rekeys, may_rekey(p)) for t, p in plans.items()} == {
+        "a": (0, False), "b": (1, True), "c": (0, False), "d": (1, True), "e": (1, True)}
+    # events stating one key but the table another (configured): the events' key decides the
+    # count, and the difference makes it unknown
+    (p,) = plan([ev("u", 1, row(1, "b"), row(1, "c"))], {"t": ["name"]}).values()
+    assert (p.key, p.rekeys, may_rekey(p)) == (["name"], 1, True)
+    (p,) = plan([ev("u", 1, row(1, "b"), row(1, "b"), key=("id",))], {"t": ["id"]}).values()
+    assert (p.rekeys, may_rekey(p)) == (0, False)
+
+
 def test_progress_is_reread_after_another_writer_commits(spark, tmp_path):
     # the process keeps the progress it wrote and reads it again only when the table has a
     # later commit than its own (another process wrote the target in between)
