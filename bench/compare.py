@@ -227,10 +227,15 @@ def _lake_table(lake: str) -> str:
     return str(Path(lake) / TABLE)
 
 
-def _ingest(spark, fmt: str, paths: list[str], target: str):
+def _ingest(spark, fmt: str, paths: list[str], target: str, tables: list[str] | None = None):
+    """cdclake's ingest of ``paths``; ``tables``: the many-table form's tables (the db rows),
+    each given the benchmark table's key when ``fmt`` needs one (:data:`W.PRIMARY_KEYS`)."""
     from cdclake.pipeline import IngestConfig, ingest
 
-    return ingest(spark, IngestConfig(fmt, paths, target, primary_keys=W.PRIMARY_KEYS.get(fmt, {})))
+    keys = W.PRIMARY_KEYS.get(fmt, {})
+    if tables and keys:
+        keys = {t: keys[TABLE] for t in tables}
+    return ingest(spark, IngestConfig(fmt, paths, target, primary_keys=keys))
 
 
 def _summary_note(s) -> str:
@@ -314,7 +319,7 @@ def worker(spec: dict) -> dict:
         for path in paths:
             t = time.perf_counter()
             if kind.endswith("cdclake"):
-                s = _ingest(spark, spec["format"], [path], spec["target"])
+                s = _ingest(spark, spec["format"], [path], spec["target"], names)
                 if s.rejected:
                     note = f"rejected {s.rejected}"
             else:
