@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-from cdclake.sources.files import size_bytes, one_split_bytes, read_lines
+from cdclake.sources.files import one_split_bytes, read_lines
 
 
 def _write(path: Path, n: int, blank_every: int) -> dict[int, str]:
@@ -52,7 +50,3 @@ def test_lines_are_numbered_alike_in_one_split_and_in_many(spark, tmp_path):
         for k, v in old.items():
             spark.conf.set(k, v)
 
-
-@pytest.mark.parametrize("text,n", [("4194304", 4194304), ("4m", 4 << 20), ("128MB", 128 << 20), (" 2k ", 2048), ("1g", 1 << 30)])
-def test_spark_sizes_read_as_bytes(text, n):
-    assert size_bytes(text) == n

@@ -15,7 +15,6 @@ so the raw bytes kept for such a reject are the replaced text, not the original 
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -68,21 +67,12 @@ def read_lines(spark: SparkSession, paths: list[str]) -> DataFrame:
 def one_split_bytes(spark: SparkSession) -> int:
     """Size in bytes up to which Spark reads one file as one split whatever the session's
     parallelism: ``spark.sql.files.openCostInBytes`` (Spark's ``maxSplitBytes`` is never below
-    it) and ``spark.sql.files.maxPartitionBytes``, the smaller. Such a file alone is one
-    partition, numbered 0, whose row ids (``monotonically_increasing_id``) are its line
-    indexes: :func:`read_lines` numbers its lines without the aggregate of
-    :func:`number_records` (a Spark job less per batch)."""
-    conf = spark.conf
-    return min(size_bytes(conf.get("spark.sql.files.openCostInBytes", "4194304")),
-               size_bytes(conf.get("spark.sql.files.maxPartitionBytes", "134217728")))
-
-
-def size_bytes(text: str) -> int:
-    """A Spark size setting (``4194304``, ``4m``, ``128MB``) in bytes."""
-    m = re.fullmatch(r"\s*(\d+)\s*([kmgt]?)i?b?\s*", text.lower())
-    if not m:
-        raise ValueError(f"not a size: {text!r}")
-    return int(m.group(1)) * 1024 ** "bkmgt".index(m.group(2) or "b")
+    it) and ``spark.sql.files.maxPartitionBytes``, the smaller, as Spark's own ``SQLConf`` reads
+    them. Such a file alone is one partition, numbered 0, whose row ids
+    (``monotonically_increasing_id``) are its line indexes: :func:`read_lines` numbers its lines
+    without the aggregate of :func:`number_records` (a Spark job less per batch)."""
+    conf = spark._jsparkSession.sessionState().conf()
+    return min(int(conf.filesOpenCostInBytes()), int(conf.filesMaxPartitionBytes()))
 
 
 #: up to this many file splits, a record's file and line come from a CASE on its row id (no
