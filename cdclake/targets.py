@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import socket
 import threading
 import time
@@ -72,7 +73,7 @@ def table_folder(name: str) -> str:
     A name whose encoding is longer than :data:`MAX_FOLDER_BYTES` UTF-8 bytes keeps its first
     part (under that size) and ends with ``~`` and 16 hex digits of the SHA-256 of ``name``:
     still unique, but :func:`table_name` cannot reverse it (the table's name is kept in
-    ``_cdclake/progress``).
+    the progress, :mod:`cdclake.apply.audit`).
     """
     if name == "":
         return "^"
@@ -195,6 +196,13 @@ class TargetFiles:
         else:
             Path(self.path(rel)).unlink(missing_ok=True)
 
+    def delete_tree(self, rel: str) -> None:
+        """Remove the folder ``rel`` with everything in it (nothing when it is not there)."""
+        if self.uri:
+            self._fs.delete(self._jpath(self.path(rel)), True)
+        else:
+            shutil.rmtree(self.path(rel), ignore_errors=True)
+
     def check_writable(self) -> None:
         """Create the target folder if needed and write, then delete, a probe file in it.
 
@@ -243,7 +251,7 @@ class WriterLock:
     run), as ``_cdclake/writer.lock`` (JSON: ``pid``, ``host``, ``id``, ``started_ms``,
     ``heartbeat_ms``), created atomically.
 
-    Why: a batch reads the target's state (``_cdclake/progress``: the latest truncate and
+    Why: a batch reads the target's state (the progress its changelog carries: the latest truncate and
     delete of each table) at its start and relies on it at its commits. Delta's optimistic
     concurrency checks each table's own commits, not that state, so two writers at once can
     both commit and leave rows a truncate or a delete of the other had removed (measured: two

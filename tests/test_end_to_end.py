@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from cdclake.apply import audit
 from cdclake.pipeline import IngestConfig, ingest
 from tests.conftest import fixture_lines, fixture_path
 from tests.readers import assert_target_opens_in_delta_rs
@@ -61,7 +62,7 @@ def test_canal_flink_file_and_rerun_is_a_no_op(spark, tmp_path):
     assert (s2.tables[0].inserted, s2.tables[0].updated, s2.tables[0].deleted) == (0, 0, 0)
     assert sorted(map(tuple, spark.read.format("delta").load(f"{target}/inventory.products2").collect())) == before
     assert spark.read.format("delta").load(f"{target}/_cdclake/changelog").count() == 21
-    progress = spark.read.format("delta").load(f"{target}/_cdclake/progress").where("table = 'inventory.products2'").first()
+    progress = next(r for r in audit.read_progress(spark, target).rows if r["table"] == "inventory.products2")
     assert progress["last_position_text"] == "1589374013000:12:1" and progress["last_event_time_ms"] == 1589374013000
     assert_target_opens_in_delta_rs(spark, target)
 

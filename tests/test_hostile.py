@@ -139,7 +139,7 @@ def test_hostile_names_end_to_end(spark, tmp_path):
     ]
     event = json.loads(bytes(next(r for r in rejects if r.error_code == RejectCode.TABLE_FAILED.value).raw_value))
     assert (event["database"], event["table"], event["op"], event["after"]["a.b"]) == ("db", "blocked", "c", str(len(names) - 1))
-    progress = {r.table for r in spark.read.format("delta").load(str(target / "_cdclake" / "progress")).collect()}
+    progress = {r["table"] for r in audit.read_progress(spark, str(target)).rows}
     assert progress == set(qualified) - {"db.blocked"} | {None}  # a refused table's position does not move
 
     # a second batch: updates of every table (the blocked one now free) find the same folders
@@ -165,6 +165,6 @@ def test_hostile_names_end_to_end(spark, tmp_path):
     # written over them (a lost update would take every table back to the first batch)
     other = SourceProgress("other-writer", None, [Decimal(5)], "5", 5, None)
     audit.update_progress(spark, str(target), BatchPlan(tables=[], progress=[other]), stale, {})
-    progress = {(r.source, r.table): r.last_position_text for r in spark.read.format("delta").load(str(target / "_cdclake" / "progress")).collect()}
+    progress = {(r["source"], r["table"]): r["last_position_text"] for r in audit.read_progress(spark, str(target)).rows}
     assert progress[("other-writer", None)] == "5"
     assert progress[(None, "db.blocked")].startswith(str(2000 + names.index(("db", "blocked"))))

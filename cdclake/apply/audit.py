@@ -1,13 +1,15 @@
-"""The ``_cdclake`` tables beside the targets: changelog, rejects, schema history, deletes,
-progress. One Delta commit per table per batch at most, each an append except progress (an
-overwrite of its few rows, merged on the driver); none of them but progress is read by a batch.
+"""The ``_cdclake`` tables beside the targets: changelog (which carries the progress), rejects,
+schema history, deletes. One Delta commit per table per batch at most, each an append; a batch
+reads the progress (from the changelog's newest commit file), and the deletes only for late
+events.
 
 All are Delta tables under ``<target>/_cdclake/``:
 
 * ``changelog``: every decoded canonical event (EVENT_SCHEMA) plus ``_ingested_at_ms``
-  (bigint, ms). Appended once per batch; with a batch identity (:class:`Txn`: Delta's
-  ``txnAppId``/``txnVersion``) the append is idempotent, so a batch ingested again (the same
-  files, or a Kafka micro-batch replayed after a crash) adds nothing.
+  (bigint, ms). Appended once per batch, last, its commit carrying the progress (below) as
+  ``userMetadata``; with a batch identity (:class:`Txn`: Delta's ``txnAppId``/``txnVersion``)
+  the append is idempotent, so a batch ingested again (the same files, or a Kafka micro-batch
+  replayed after a crash) adds nothing.
 * ``rejects``: one row per record that could not be decoded: ``format``, ``error_code``,
   ``error_message``, ``raw_key``/``raw_value`` (binary, the record's bytes), ``source_record``,
   ``_ingested_at_ms``. Appended like the changelog.
@@ -30,7 +32,9 @@ All are Delta tables under ``<target>/_cdclake/``:
   ``present`` the columns the move carried, at the move's position with ``sub`` 0;
   :func:`cdclake.apply.delta_table.follow_moves` and
   :func:`cdclake.apply.history.history_source` read them).
-* ``progress``: per source (``source`` = file path or ``topic:partition``) and table;
+* the progress (layout 3: the ``userMetadata`` of the changelog's newest commit that has it, JSON
+  ``{"cdclake.progress": 3, "rows": [...]}``; layout 2: a table ``_cdclake/progress`` of
+  these rows, read until the next batch moves it into the changelog): per source (``source`` = file path or ``topic:partition``) and table;
   ``table`` null: the source as a whole (with ``last_heartbeat_ms``); ``source`` null: the
   table as a whole, with the state later batches need (``delete_position``,
   ``truncate_position``/``truncate_position_text``, ``rows``) and ``delta_version``, the
@@ -40,15 +44,16 @@ All are Delta tables under ``<target>/_cdclake/``:
   ``lag_ms`` (``updated_at_ms`` minus ``last_event_time_ms``), ``updated_at_ms``; ``source``
   and ``table`` both null: the target as a whole, with what the transaction gate holds back
   (``held_transactions``, ``held_events``, ``held_since_ms``), the version of
-  ``_cdclake/held`` that holds it (``held_version``; :mod:`cdclake.apply.transactions`) and the
-  changelog's version after the last batch (``changelog_version``).
+  ``_cdclake/held`` that holds it (``held_version``; :mod:`cdclake.apply.transactions`)
+  (``changelog_version``: null; the changelog's version after the last batch is the commit
+  that carries the progress, :meth:`Progress.changelog_version`).
 
 * ``decoder_context``: records a format's decoder needs in later batches (``format``,
   ``value`` binary, ``recorded_at_ms``): Qlik's metadata messages. Appended with the batch's
   identity, each distinct value once per format; read by every batch of that format.
 
-``_cdclake/layout.json`` names the layout of these tables (:data:`LAYOUT`); a target written in
-another layout is refused (:func:`check_layout`).
+``_cdclake/layout.json`` names the layout of these tables (:data:`LAYOUT`); a target of layout 2
+is moved forward, one written in another layout is refused (:func:`check_layout`).
 """
 
 from __future__ import annotations
@@ -67,19 +72,27 @@ from pyspark.sql import functions as F
 from cdclake.apply.delta_table import ApplyResult, TableState, latest_version
 from cdclake.apply.plan import RECORD_FIELDS, BatchPlan, column_ddl, order_key, record_tuple, truncate_key
 from cdclake.errors import CdclakeError
-from cdclake.model import EVENT_COLUMNS, SOURCE_RECORD_SCHEMA, qualified_name
+from cdclake.model import EVENT_COLUMNS, EVENT_SCHEMA, SOURCE_RECORD_SCHEMA, qualified_name
 from cdclake.targets import TargetFiles, hadoop_fs
 
 CHANGELOG = "_cdclake/changelog"
 REJECTS = "_cdclake/rejects"
 SCHEMA_HISTORY = "_cdclake/schema_history"
-PROGRESS = "_cdclake/progress"
+#: the progress table of layout 2 targets, read once by a batch of a target written before
+#: layout 3 and removed after that batch's progress commit (:func:`read_progress`)
+LEGACY_PROGRESS = "_cdclake/progress"
+#: the key of the progress in a changelog commit's ``userMetadata`` (JSON: ``{PROGRESS_TAG:
+#: <layout>, "rows": [...]}``)
+PROGRESS_TAG = "cdclake.progress"
 #: positions of deleted keys, all target tables (see apply/delta_table.py)
 DELETES = "_cdclake/deletes"
 DECODER_CONTEXT = "_cdclake/decoder_context"
 LAYOUT_FILE = "_cdclake/layout.json"
-#: version of the ``_cdclake`` layout this code writes (1: per-table tombstones, merged changelog)
-LAYOUT = 2
+#: version of the ``_cdclake`` layout this code writes (1: per-table tombstones, merged changelog;
+#: 2: the progress in a table of its own; 3: the progress carried by the changelog's commits)
+LAYOUT = 3
+#: older layouts this code reads and moves forward (:func:`check_layout`, :func:`read_progress`)
+READABLE_LAYOUTS = (2, LAYOUT)
 
 PROGRESS_SCHEMA = (
     "source string, table string, last_position array<decimal(38,0)>, last_position_text string, "
@@ -152,6 +165,27 @@ def txn_session(spark: SparkSession, txn: Txn | None):
             spark.conf.unset(TXN_VERSION_CONF)
 
 
+#: Delta's setting that skips a commit adding no files (on by default)
+SKIP_EMPTY_COMMITS_CONF = "spark.databricks.delta.skipRecordingEmptyCommits"
+_empty_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _empty_commits_recorded(spark: SparkSession):
+    """Inside it, Delta records a commit that adds no files (its metadata and batch identity);
+    the session's setting is restored after. One at a time per session."""
+    with _empty_lock:
+        before = spark.conf.get(SKIP_EMPTY_COMMITS_CONF, None)
+        spark.conf.set(SKIP_EMPTY_COMMITS_CONF, "false")
+        try:
+            yield
+        finally:
+            if before is None:
+                spark.conf.unset(SKIP_EMPTY_COMMITS_CONF)
+            else:
+                spark.conf.set(SKIP_EMPTY_COMMITS_CONF, before)
+
+
 def now_ms() -> int:
     """The wall clock in milliseconds since the epoch (the audit tables' ``_ms`` times)."""
     return int(time.time() * 1000)
@@ -159,7 +193,8 @@ def now_ms() -> int:
 
 def check_layout(target: str, spark: SparkSession | None = None) -> None:
     """Refuse a target whose ``_cdclake`` tables were written in another layout; mark a new
-    target with this one. ``spark``: needed for a URI target (see :mod:`cdclake.targets`).
+    target, and one of layout 2 (whose progress table :func:`read_progress` still reads), with
+    this one. ``spark``: needed for a URI target (see :mod:`cdclake.targets`).
 
     Raises:
         CdclakeError(TARGET_LAYOUT): the target holds ``_cdclake`` tables of another layout.
@@ -170,11 +205,13 @@ def check_layout(target: str, spark: SparkSession | None = None) -> None:
             found = json.loads(files.read_text(LAYOUT_FILE)).get("layout")
         except (ValueError, AttributeError):
             found = None
-        if found != LAYOUT:
+        if found not in READABLE_LAYOUTS:
             raise CdclakeError(
                 "TARGET_LAYOUT",
                 f"target {target} was written by a cdclake with _cdclake layout {found!r}; this one writes layout {LAYOUT}: use another target",
             )
+        if found != LAYOUT:  # layout 2: its progress table is read until the next batch's progress commit
+            files.write_text(LAYOUT_FILE, json.dumps({"layout": LAYOUT}) + "\n")
         return
     if files.has_entries("_cdclake", ignore=frozenset({"writer.lock"})):  # the lock is not a table
         raise CdclakeError(
@@ -184,22 +221,27 @@ def check_layout(target: str, spark: SparkSession | None = None) -> None:
     files.write_text(LAYOUT_FILE, json.dumps({"layout": LAYOUT}) + "\n")
 
 
-def append(df: DataFrame, path: str, txn: Txn | None = None, evolve: bool = False) -> None:
+def append(df: DataFrame, path: str, txn: Txn | None = None, evolve: bool = False, metadata: str | None = None) -> None:
     """Append ``df`` to the Delta table at ``path`` (created from ``df``'s schema when missing),
     idempotently when ``txn`` is given (Delta skips a (app id, version) it has committed).
     ``evolve``: add the columns and struct fields ``df`` has and the table lacks (Delta's
-    ``mergeSchema``; e.g. ``source_record.headers`` on a changelog written before it existed)."""
+    ``mergeSchema``; e.g. ``source_record.headers`` on a changelog written before it existed).
+    ``metadata``: the commit's ``userMetadata`` (Delta's commitInfo)."""
     writer = df.write.format("delta").mode("append")
     if evolve:
         writer = writer.option("mergeSchema", "true")
+    if metadata is not None:
+        writer = writer.option("userMetadata", metadata)
     if txn is not None:
         writer = writer.option("txnAppId", txn.app_id).option("txnVersion", txn.version)
     writer.save(path)
 
 
-def write_changelog(events: DataFrame, target: str, txn: Txn | None = None) -> None:
-    """Append the batch's events (EVENT_SCHEMA) to the changelog."""
-    append(events.select(*EVENT_COLUMNS).withColumn("_ingested_at_ms", F.lit(now_ms())), f"{target}/{CHANGELOG}", txn, evolve=True)
+def write_changelog(events: DataFrame, target: str, txn: Txn | None = None, metadata: str | None = None) -> None:
+    """Append the batch's events (EVENT_SCHEMA) to the changelog; ``metadata``: the commit's
+    ``userMetadata`` (the progress, :func:`update_progress`)."""
+    append(events.select(*EVENT_COLUMNS).withColumn("_ingested_at_ms", F.lit(now_ms())), f"{target}/{CHANGELOG}", txn,
+           evolve=True, metadata=metadata)
 
 
 def write_rejects(rejects: DataFrame, fmt: str, target: str, txn: Txn | None = None) -> None:
@@ -275,11 +317,15 @@ def schema_history_rows(plan_ddl: list[tuple], result: ApplyResult | None, table
 
 @dataclass
 class Progress:
-    """The progress table as a batch reads it: every row (dicts with :data:`PROGRESS_SCHEMA`'s
-    fields) and the Delta version they were read at (None: no progress table yet)."""
+    """The progress as a batch reads it (:func:`read_progress`): every row (dicts with
+    :data:`PROGRESS_SCHEMA`'s fields), the changelog's latest version when it was read
+    (``version``; None: no changelog yet) and the version of the changelog commit that carries
+    the rows (``changelog_at``; None: no progress commit yet, or rows read from a layout 2
+    progress table)."""
 
     version: int | None
     rows: list[dict]
+    changelog_at: int | None = None
 
     def table_states(self) -> dict[str, TableState]:
         """The table rows (``source`` null): what earlier batches left for each table (with
@@ -315,7 +361,10 @@ class Progress:
         return h["held_version"] if h["held_events"] else None
 
     def changelog_version(self) -> int | None:
-        """The target's row's ``changelog_version`` (None: not kept yet)."""
+        """The changelog's version after the last batch: the commit that carries the progress
+        (in a layout 2 target, the target's row's ``changelog_version``; None: not kept yet)."""
+        if self.changelog_at is not None:
+            return self.changelog_at
         row = next((r for r in self.rows if r["source"] is None and r["table"] is None), {})
         v = row.get("changelog_version")
         return None if v is None else int(v)
@@ -349,9 +398,9 @@ class ChangelogCut:
     last_order: list
 
 
-#: the progress this process last read or wrote, per progress table path:
-#: ``(version, (length, modification time) of that version's commit file, rows)``
-_progress_cache: dict[str, tuple[int, tuple[int, int], list[dict]]] = {}
+#: the progress this process last read or wrote, per changelog path:
+#: ``(version, (length, modification time) of that version's commit file, rows, changelog_at)``
+_progress_cache: dict[str, tuple[int, tuple[int, int], list[dict], int | None]] = {}
 _progress_lock = threading.Lock()
 
 
@@ -367,42 +416,117 @@ def _stamp(status) -> tuple[int, int]:
 
 
 def _cached_progress(spark: SparkSession, path: str) -> Progress | None:
-    """The cached progress of ``path`` when the table is still at the cached version: its
-    commit file is the one cached and no later commit exists (two file-system look-ups)."""
+    """The cached progress of the changelog at ``path`` when the changelog is still at the
+    cached version: its commit file is the one cached and no later commit exists (two
+    file-system look-ups)."""
     with _progress_lock:
         hit = _progress_cache.get(path)
     if hit is None:
         return None
-    version, stamp, rows = hit
+    version, stamp, rows, at = hit
     status = _commit_file(spark, path, version)
     if status is None or _stamp(status) != stamp or _commit_file(spark, path, version + 1) is not None:
         return None
-    return Progress(version, [dict(r) for r in rows])
+    return Progress(version, [dict(r) for r in rows], at)
 
 
-def _remember_progress(spark: SparkSession, path: str, version: int | None, rows: list[dict]) -> None:
+def _remember_progress(spark: SparkSession, path: str, version: int | None, rows: list[dict], at: int | None) -> None:
     status = _commit_file(spark, path, version) if version is not None else None
     with _progress_lock:
         if status is None or _commit_file(spark, path, version + 1) is not None:
             _progress_cache.pop(path, None)
         else:
-            _progress_cache[path] = (version, _stamp(status), [dict(r) for r in rows])
+            _progress_cache[path] = (version, _stamp(status), [dict(r) for r in rows], at)
+
+
+def progress_metadata(rows: list[dict]) -> str:
+    """Progress rows (:data:`PROGRESS_FIELDS`) as the ``userMetadata`` of a changelog commit:
+    JSON ``{PROGRESS_TAG: LAYOUT, "rows": [...]}``, positions as decimal strings, record
+    coordinates as objects (:func:`progress_rows_of` reads it back)."""
+    def plain(name, v):
+        if v is None:
+            return None
+        if name == "truncate_record":
+            return dict(zip(RECORD_FIELDS, record_tuple(v)))
+        if hasattr(v, "asDict"):
+            v = v.asDict()
+        if isinstance(v, dict):
+            return {k: plain(k, x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [plain(name, x) for x in v]
+        return str(v) if isinstance(v, Decimal) else v
+
+    return json.dumps({PROGRESS_TAG: LAYOUT, "rows": [{f: plain(f, r.get(f)) for f in PROGRESS_FIELDS} for r in rows]},
+                      separators=(",", ":"))
+
+
+def progress_rows_of(metadata: str | None) -> list[dict] | None:
+    """The progress rows a changelog commit's ``userMetadata`` carries (as a progress table
+    read gives them: positions as lists of Decimal, ``truncate_record`` a tuple), None when it
+    carries none (another writer's commit, a commit of layout 2)."""
+    try:
+        value = json.loads(metadata) if metadata else None
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or PROGRESS_TAG not in value:
+        return None
+    rows = []
+    for r in value["rows"]:
+        row = {f: _decimals(f, r.get(f)) for f in PROGRESS_FIELDS}
+        rec = row["truncate_record"]
+        row["truncate_record"] = None if rec is None else tuple(rec.get(f) for f in RECORD_FIELDS)
+        rows.append(row)
+    return rows
+
+
+def _progress_commit(files: TargetFiles, version: int | None, newest_only: bool) -> tuple[int, list[dict]] | None:
+    """``(version, rows)`` of the newest changelog commit at or before ``version`` that carries
+    the progress (read from its commit file: Delta's commitInfo ``userMetadata``); None when
+    there is none (no changelog, a target of layout 2 not moved forward yet). A commit without
+    it (a user's OPTIMIZE of the changelog) is passed over; ``newest_only``: look at ``version``
+    alone."""
+    v = version
+    while v is not None and v >= 0:
+        rel = f"{CHANGELOG}/_delta_log/{v:020d}.json"
+        if not files.exists(rel):
+            return None
+        for line in files.read_text(rel).splitlines():
+            info = json.loads(line).get("commitInfo") if line.strip() else None
+            if info is not None:
+                rows = progress_rows_of(info.get("userMetadata"))
+                if rows is not None:
+                    return v, rows
+        if newest_only:
+            return None
+        v -= 1
+    return None
 
 
 def read_progress(spark: SparkSession, target: str) -> Progress:
-    """The progress table of ``target``. A process that wrote or read it last and finds it
-    unchanged since (no later commit) reuses what it holds: no Spark job; otherwise one small
-    read at the table's latest version (a few rows per source and table)."""
-    path = f"{target}/{PROGRESS}"
+    """The progress of ``target``: the rows carried by the changelog's newest progress commit
+    (:func:`update_progress`). A process that wrote or read it last and finds the changelog
+    unchanged since (no later commit) reuses what it holds; otherwise the driver reads the
+    changelog's newest commit file(s) (no Spark job). A target of layout 2 whose progress has
+    not moved forward yet: its progress table (one small read)."""
+    path = f"{target}/{CHANGELOG}"
     cached = _cached_progress(spark, path)
     if cached is not None:
         return cached
-    if not DeltaTable.isDeltaTable(spark, path):
-        return Progress(None, [])
-    version = latest_version(spark, path)
-    rows = [r.asDict(recursive=False) for r in spark.read.format("delta").option("versionAsOf", version).load(path).collect()]
-    _remember_progress(spark, path, version, rows)
-    return Progress(version, rows)
+    files = TargetFiles(target, spark)
+    version = latest_version(spark, path) if files.exists(f"{CHANGELOG}/_delta_log") else None
+    legacy = files.exists(f"{LEGACY_PROGRESS}/_delta_log")
+    # a layout 2 target: its progress table, unless this code's first progress commit is in
+    # (and the table not removed yet)
+    found = _progress_commit(files, version, newest_only=legacy)
+    if found is not None:
+        at, rows = found
+    elif legacy:
+        legacy_path = f"{target}/{LEGACY_PROGRESS}"
+        at, rows = None, [r.asDict(recursive=False) for r in spark.read.format("delta").load(legacy_path).collect()]
+    else:
+        at, rows = None, []
+    _remember_progress(spark, path, version, rows, at)
+    return Progress(version, rows, at)
 
 
 def _list(v):
@@ -531,21 +655,10 @@ def merge_progress(old: list[dict], new: list[dict]) -> list[dict]:
 PROGRESS_FIELDS = tuple(c.strip().split(" ")[0] for c in PROGRESS_SCHEMA.split(", "))
 
 
-def update_progress(
-    spark: SparkSession,
-    target: str,
-    plan: BatchPlan,
-    progress: Progress,
-    results: dict[str, ApplyResult],
-    held: dict | None = None,
-    changelog_version: int | None = None,
-) -> None:
-    """Move the progress table forward: its rows as read (``progress``) merged on the driver
-    with rows built from the batch's plan (per source and table, per source, per table), the
-    tables' new states and ``held`` (the target's row: :data:`HELD_FIELDS`, when the
-    transaction gate changed what is held) and ``changelog_version`` (the changelog's version
-    after the batch's append, None when the batch appended nothing) (:func:`merge_progress`),
-    written back whole: one small overwrite, one commit, nothing scanned."""
+def _batch_rows(plan: BatchPlan, progress: Progress, results: dict[str, ApplyResult], held: dict | None) -> list[tuple]:
+    """The batch's progress rows (tuples of :data:`PROGRESS_FIELDS`) before the merge: per
+    source and table and per source from the plan, the target's row when ``held``, per table
+    its new state (:func:`update_progress`)."""
     states = progress.table_states()
     now = now_ms()
     rows = []
@@ -556,9 +669,9 @@ def update_progress(
             (sp.source, sp.table, sp.last_position, sp.last_position_text, sp.last_event_time_ms, sp.last_heartbeat_ms,
              now, lag, None, None, None, None, None, *no_hold, None, None, None, None, None)
         )
-    if held is not None or changelog_version is not None:
+    if held is not None:
         rows.append((None, None, None, None, None, None, now, None, None, None, None, None, None,
-                     *(held[f] if held is not None else None for f in HELD_FIELDS), None, None, None, None, changelog_version))
+                     *(held[f] for f in HELD_FIELDS), None, None, None, None, None))
     by_table: dict[str, list] = {}
     for sp in plan.progress:
         if sp.table is not None:
@@ -583,25 +696,56 @@ def update_progress(
              truncate_record, _renamed_value(p.renamed), _union_column_ddl(None, [{"order": o, "text": t, "ddl": d} for o, t, d in [*p.carried_column_ddl, *column_ddl(p)]]),
              _newest(old.move_position, p.max_move), None)
         )
-    if not rows:
+    return rows
+
+
+def update_progress(
+    spark: SparkSession,
+    target: str,
+    plan: BatchPlan,
+    progress: Progress,
+    results: dict[str, ApplyResult],
+    held: dict | None = None,
+    events: DataFrame | None = None,
+    txn: Txn | None = None,
+) -> None:
+    """Move the progress forward: its rows as read (``progress``) merged on the driver with
+    rows built from the batch's plan (per source and table, per source, per table), the tables'
+    new states and ``held`` (the target's row: :data:`HELD_FIELDS`, when the transaction gate
+    changed what is held) (:func:`merge_progress`), carried whole by the changelog commit that
+    appends ``events`` (EVENT_SCHEMA: the batch's own; None: an empty append), as its
+    ``userMetadata`` (:func:`progress_metadata`): one commit for the changelog and the state,
+    with the batch identity ``txn`` (a batch applied again after it committed adds nothing).
+    Written last in a batch: a batch is complete when its changelog commit is in. A target of
+    layout 2 loses its progress table after it (:data:`LEGACY_PROGRESS`)."""
+    rows = _batch_rows(plan, progress, results, held)
+    if not rows and events is None:
         return
-    path = f"{target}/{PROGRESS}"
+    path = f"{target}/{CHANGELOG}"
     base = progress
     if _commit_file(spark, path, 0 if progress.version is None else progress.version + 1) is not None:
-        # another writer moved the progress since this batch read it: merge into its rows, not
-        # over them (the merge only moves values forward, so the order of writers does not
-        # matter). The check and the overwrite below are not one atomic step: two writers
+        # another writer moved the changelog since this batch read it: merge into its progress,
+        # not over it (the merge only moves values forward, so the order of writers does not
+        # matter). The check and the append below are not one atomic step: two writers
         # committing within that moment can still lose the first one's rows (NOTES.md)
         with _progress_lock:
             _progress_cache.pop(path, None)
         base = read_progress(spark, target)
     merged = merge_progress(base.rows, [dict(zip(PROGRESS_FIELDS, r)) for r in rows])
     merged = [{k: _decimals(k, v) for k, v in r.items()} for r in merged]
-    merged = [{f: r.get(f) for f in PROGRESS_FIELDS} for r in merged]  # rows of a table from before a column
-    df = spark.createDataFrame([tuple(r[f] for f in PROGRESS_FIELDS) for r in merged], PROGRESS_SCHEMA).coalesce(1)
-    # mergeSchema: a progress table written before the held columns, truncate_record or renamed gains them
-    df.write.format("delta").mode("overwrite").option("mergeSchema", "true").save(path)
-    _remember_progress(spark, path, 0 if base.version is None else base.version + 1, merged)
+    # (rows of a table from before a column; the changelog version is the commit's own)
+    merged = [{**{f: r.get(f) for f in PROGRESS_FIELDS}, "changelog_version": None} for r in merged]
+    if events is None:
+        events = spark.createDataFrame([], EVENT_SCHEMA)
+    before = base.version
+    with _empty_commits_recorded(spark):  # (a batch whose changelog append adds no rows still commits its progress)
+        write_changelog(events, target, txn, metadata=progress_metadata(merged))
+    version = latest_version(spark, path)
+    if version != before:  # (not skipped as a batch applied again)
+        _remember_progress(spark, path, version, merged, version)
+        files = TargetFiles(target, spark)
+        if files.exists(LEGACY_PROGRESS):  # a target of layout 2 moved forward: its progress is here now
+            files.delete_tree(LEGACY_PROGRESS)
 
 
 def _decimals(name: str, v):

@@ -1,27 +1,30 @@
 """One batch of canonical events applied to a target folder: plan once, write everything
-concurrently, one Delta commit per touched table and per audit table.
+concurrently, one Delta commit per touched table, at most two for the rest.
 
 The steps, and what each costs in Spark jobs and Delta commits:
 
 1. :func:`cdclake.apply.plan.plan_batch`: one aggregate over the batch (one query) gives every
    table's columns, key, op counts and positions and every source's progress;
-2. :func:`cdclake.apply.audit.read_progress`: one small read of the progress table (the
-   latest truncate and delete of each table, its row count), none when this process wrote it
-   last and nothing committed to it since;
-3. concurrently: the changelog append (one commit) and, per table, what prepares it without
-   writing the batch's rows (:func:`cdclake.apply.delta_table.prepare_table`: schema
-   evolution, a newer truncate; no commit in a batch without them);
+2. :func:`cdclake.apply.audit.read_progress`: the progress the changelog's newest commit
+   carries (read by the driver from its commit file, no Spark job; none when this process
+   wrote it last and nothing committed to the changelog since);
+3. concurrently, per table, what prepares it without writing the batch's rows
+   (:func:`cdclake.apply.delta_table.prepare_table`: schema evolution, a newer truncate; no
+   commit in a batch without them), beside the rejects append when there are rejects;
 4. concurrently, per table, the MERGE (or the write that creates the table): one commit per
    table; the tables are independent, so they are applied side by side in threads
    (``CDCLAKE_APPLY_THREADS``, default 4);
-5. concurrently: the deletes append, the schema-history append (only when a schema changed)
-   and the progress overwrite (a few rows merged on the driver): one commit each.
+5. concurrently: the deletes append (only when the batch deletes a key or moves one) and the
+   schema-history append (only when a schema changed): one commit each;
+6. last, the changelog append, which carries the progress in its commit (a few rows merged on
+   the driver, :func:`cdclake.apply.audit.update_progress`): one commit.
 
-Exactly once: with a batch identity (:class:`cdclake.apply.audit.Txn`), the changelog append
-and every commit of steps 4 and 5 carry it (Delta's ``txnAppId``/``txnVersion``: writer options for the appends, the
-session settings ``spark.databricks.delta.write.txnAppId``/``txnVersion`` for the MERGEs and
-the progress overwrite), so a batch applied again after a crash skips each table that already
-committed it and applies the rest. The preparation of step 3 is idempotent by itself.
+Exactly once: with a batch identity (:class:`cdclake.apply.audit.Txn`), every commit of steps 3
+to 6 carries it (Delta's ``txnAppId``/``txnVersion``: writer options for the appends, the
+session settings ``spark.databricks.delta.write.txnAppId``/``txnVersion`` for the MERGEs),
+so a batch applied again after a crash skips each table that already committed it and applies
+the rest; a batch is complete when its changelog commit is in. The preparation of step 3 is
+idempotent by itself.
 """
 
 from __future__ import annotations
@@ -231,17 +234,6 @@ def _planned_events(p) -> int:
     return sum(p.counts.values()) + len(p.ddl) + p.snapshot_ends
 
 
-def _changelog_version(spark: SparkSession, target: str, progress: audit.Progress) -> int | None:
-    """The changelog's version as this batch leaves it, for the progress: the next batch's gate
-    reads the changelog without its own events (a re-delivered piece of an applied transaction,
-    :mod:`cdclake.apply.transactions`). Only when the one append since the last completed batch
-    is this batch's own (its first attempt's, after a crash): an append of a batch that failed
-    after it, under another identity, holds events no batch applied, so the version stays where
-    it was then (None)."""
-    now, before = latest_version(spark, f"{target}/{audit.CHANGELOG}"), progress.changelog_version()
-    return now if now == (0 if before is None else before + 1) else None
-
-
 def _held_state(spark: SparkSession, target: str, hold: transactions.Hold, progress: audit.Progress,
                 txn: audit.Txn | None) -> dict | None:
     """The progress's held fields (:data:`cdclake.apply.audit.HELD_FIELDS`) after the gate's
@@ -270,10 +262,10 @@ def _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tas
     failures: dict[str, TableFailed] = {}
     deletes_path = f"{target}/{audit.DELETES}"
 
-    # the appends carry the batch identity in their writer options, so they run beside both
-    # the tables' preparation (which must not carry it) and their MERGEs (which carry it as a
-    # session setting); they must have committed before the progress is written
-    appends = [*([lambda: audit.write_changelog(batch_events, target, txn)] if changelog else []), *(side_tasks or [])]
+    # the side appends (the rejects) carry the batch identity in their writer options, so they
+    # run beside both the tables' preparation (which must not carry it) and their MERGEs (which
+    # carry it as a session setting); they must have committed before the progress is written
+    appends = list(side_tasks or [])
     applied: list[TableApply] = []
     pool = ThreadPoolExecutor(max_workers=max(1, len(appends)), thread_name_prefix="cdclake-append")
     pending = [pool.submit(t) for t in appends]
@@ -303,7 +295,6 @@ def _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tas
         for f in pending:
             if f.exception() is not None:
                 raise f.exception()
-        changelog_version = _changelog_version(spark, target, progress) if changelog else None
         failures = {f.table: f for f in failed}
         if failures:
             write_table_failures(events, [(p, failures[p.name]) for p in plan.tables if p.name in failures], fmt, target, txn)
@@ -319,13 +310,9 @@ def _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tas
         deletes = [a.deletes for a in applied if a.deletes is not None]
         held = _held_state(spark, target, hold, progress, txn) if hold is not None else None
         with audit.txn_session(spark, txn):
-            run_all(
-                [
-                    lambda: audit.write_deletes(deletes, target, txn),
-                    lambda: audit.record_schema_changes(spark, target, history),
-                    lambda: audit.update_progress(spark, target, plan, progress, results, held, changelog_version),
-                ]
-            )
+            run_all([lambda: audit.write_deletes(deletes, target, txn), lambda: audit.record_schema_changes(spark, target, history)])
+        # last: the changelog append carrying the progress completes the batch
+        audit.update_progress(spark, target, plan, progress, results, held, batch_events if changelog else None, txn)
     finally:
         for a in applied:
             for df in a.cached:

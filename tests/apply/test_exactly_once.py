@@ -50,9 +50,9 @@ def test_a_batch_replayed_after_a_partial_commit_lands_once(spark, tmp_path):
     ]
     txn = audit.Txn("app", 1)
     _apply(spark, tmp_path, second, txn)
-    # the crash: table db.u, the changelog and the progress table did not commit batch 1;
-    # db.t and the deletes table did
-    _crash_before(spark, tmp_path, ("db.u", "_cdclake/changelog", "_cdclake/progress"))
+    # the crash: table db.u and the changelog (which carries the progress) did not commit
+    # batch 1; db.t and the deletes table did
+    _crash_before(spark, tmp_path, ("db.u", "_cdclake/changelog"))
     assert sorted(r[0] for r in spark.read.format("delta").load(str(tmp_path / "db.u")).select("id").collect()) == [7]
 
     results = {r.table: r for r in _apply(spark, tmp_path, second, txn)}
@@ -67,7 +67,7 @@ def test_a_batch_replayed_after_a_partial_commit_lands_once(spark, tmp_path):
     assert changelog.count() == len(first) + len(second)
     deletes = spark.read.format("delta").load(str(tmp_path / "_cdclake/deletes"))
     assert [(r["table"], r["position_text"]) for r in deletes.collect()] == [("db.t", "5")]
-    progress = {r["table"]: r["rows"] for r in spark.read.format("delta").load(str(tmp_path / "_cdclake/progress")).collect() if r["table"]}
+    progress = {r["table"]: r["rows"] for r in audit.read_progress(spark, str(tmp_path)).rows if r["table"]}
     assert progress == {"db.t": 2, "db.u": 2}
 
     # the next batch of the same writer is applied
@@ -92,7 +92,7 @@ def test_a_rename_replayed_after_a_crash_between_its_applies_moves_once(spark, t
     txn = audit.Txn("app", 1)
     _apply(spark, tmp_path, rename, txn)
     assert table(spark, tmp_path, "db.n") == [(1, "a", None), (2, "b", None)]
-    _crash_before(spark, tmp_path, ("db.t", "db.k", "db.kn", "_cdclake/progress", "_cdclake/progress"))
+    _crash_before(spark, tmp_path, ("db.t", "db.k", "db.kn", "_cdclake/changelog", "_cdclake/changelog"))
     assert table(spark, tmp_path) == [(1, "a", None), (2, "b", None)] and table(spark, tmp_path, "db.kn") == []
 
     _apply(spark, tmp_path, rename, txn)
@@ -115,7 +115,7 @@ def test_a_rename_replayed_after_a_crash_between_its_applies_moves_once(spark, t
     _apply(spark, tmp_path, again, txn)
     moved = [(1, "a3", None), (2, "b", None)]
     assert table(spark, tmp_path, "db.m") == moved and table(spark, tmp_path, "db.n") == [(1, "new", None)]
-    _crash_before(spark, tmp_path, ("db.n", "_cdclake/progress"))
+    _crash_before(spark, tmp_path, ("db.n", "_cdclake/changelog"))
     assert table(spark, tmp_path, "db.n") == []
     _apply(spark, tmp_path, again, txn)
     assert table(spark, tmp_path, "db.m") == moved and table(spark, tmp_path, "db.n") == [(1, "new", None)]
@@ -132,7 +132,7 @@ def test_a_rename_replayed_after_a_crash_between_its_applies_moves_once(spark, t
     txn = audit.Txn("app", 5)
     _apply(spark, tmp_path, rename_m, txn)
     assert table(spark, tmp_path, "db.z") == moved and table(spark, tmp_path, "db.m") == [(5, "m22", None)]
-    _crash_before(spark, tmp_path, ("db.z", "_cdclake/progress"))
+    _crash_before(spark, tmp_path, ("db.z", "_cdclake/changelog"))
     assert table(spark, tmp_path, "db.z") == []
     _apply(spark, tmp_path, rename_m, txn)
     assert table(spark, tmp_path, "db.z") == moved and table(spark, tmp_path, "db.m") == [(5, "m22", None)]

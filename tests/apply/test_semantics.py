@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import shutil
 from decimal import Decimal
 
+from cdclake.apply import audit
 from cdclake.model import EVENT_SCHEMA
 from cdclake.pipeline import apply_events
 from tests.readers import lake_rows
@@ -107,25 +109,64 @@ def test_the_plan_tells_which_updates_may_move_a_row_to_another_key(spark):
 
 
 def test_progress_is_reread_after_another_writer_commits(spark, tmp_path):
-    # the process keeps the progress it wrote and reads it again only when the table has a
-    # later commit than its own (another process wrote the target in between)
-    from cdclake.apply import audit
-
+    # the progress rides on the changelog's commits (userMetadata); the process keeps the
+    # progress it wrote and reads it again only when the changelog has a later commit than its
+    # own (another process wrote the target in between)
     apply(spark, tmp_path, [ev("c", 1, row(1, "a"))])
     mine = audit.read_progress(spark, str(tmp_path))
-    assert mine.version == 0 and {(r["source"], r["table"]) for r in mine.rows} == {("mem", "db.t"), ("mem", None), (None, "db.t"), (None, None)}
-    # the target's row: the changelog's version after the batch (its first commit)
-    assert next(r for r in mine.rows if r["source"] is None and r["table"] is None)["changelog_version"] == 0
-    assert audit._cached_progress(spark, f"{tmp_path}/{audit.PROGRESS}") is not None
-    other = spark.createDataFrame([("elsewhere", None) + (None,) * (len(audit.PROGRESS_FIELDS) - 2)], audit.PROGRESS_SCHEMA)
-    other.write.format("delta").mode("append").save(f"{tmp_path}/{audit.PROGRESS}")
-    assert audit._cached_progress(spark, f"{tmp_path}/{audit.PROGRESS}") is None
+    assert mine.version == 0 and {(r["source"], r["table"]) for r in mine.rows} == {("mem", "db.t"), ("mem", None), (None, "db.t")}
+    # the changelog's version after the batch: the commit that carries the progress (its first)
+    assert mine.changelog_version() == 0 and mine.changelog_cut().version == 0
+    assert not (tmp_path / audit.LEGACY_PROGRESS).exists()
+    assert audit._cached_progress(spark, f"{tmp_path}/{audit.CHANGELOG}") is not None
+    other = {**dict.fromkeys(audit.PROGRESS_FIELDS), "source": "elsewhere"}
+    theirs = spark.createDataFrame([ev("c", 1, row(5, "x"), table="elsewhere")], EVENT_SCHEMA)
+    audit.write_changelog(theirs, str(tmp_path), metadata=audit.progress_metadata(mine.rows + [other]))
+    assert audit._cached_progress(spark, f"{tmp_path}/{audit.CHANGELOG}") is None
     seen = audit.read_progress(spark, str(tmp_path))
     assert seen.version == 1 and ("elsewhere", None) in {(r["source"], r["table"]) for r in seen.rows}
+    assert seen.rows == [{**r, "changelog_version": None} for r in mine.rows] + [other]  # (JSON keeps every value as read)
+    # a commit without the progress (a user's OPTIMIZE) is passed over
+    audit.write_changelog(theirs, str(tmp_path))
+    assert audit.read_progress(spark, str(tmp_path)).changelog_version() == 1
     # the next batch keeps the other writer's row and moves its own
     apply(spark, tmp_path, [ev("u", 2, row(1, "b"), row(1, "a"))])
-    rows = {(r["source"], r["table"]): r for r in spark.read.format("delta").load(f"{tmp_path}/{audit.PROGRESS}").collect()}
+    after = audit.read_progress(spark, str(tmp_path))
+    rows = {(r["source"], r["table"]): r for r in after.rows}
     assert ("elsewhere", None) in rows and rows[(None, "db.t")]["last_position_text"] == "2" and rows[(None, "db.t")]["rows"] == 1
+    assert after.version == after.changelog_version() == 3
+
+
+def test_a_layout_2_target_moves_its_progress_into_the_changelog(spark, tmp_path):
+    # a target written by a cdclake of layout 2 kept its progress in a table of its own: the
+    # next batch reads it (here: a late insert older than a delete it remembers stays out), then
+    # carries it on in its changelog commit, and the old table goes
+    first = [ev("c", 1, row(1, "a")), ev("c", 2, row(2, "b")), ev("d", 3, before=row(2, "b"))]
+    apply(spark, tmp_path / "now", first)
+    old = tmp_path / "old"
+    shutil.copytree(tmp_path / "now", old)
+    shutil.rmtree(old / audit.CHANGELOG)
+    audit.write_changelog(spark.createDataFrame(first, EVENT_SCHEMA), str(old))  # layout 2: no progress in its commits
+    rows = audit.read_progress(spark, str(tmp_path / "now")).rows + [{**dict.fromkeys(audit.PROGRESS_FIELDS), "changelog_version": 0}]
+    legacy = spark.createDataFrame([tuple(r[f] for f in audit.PROGRESS_FIELDS) for r in rows], audit.PROGRESS_SCHEMA)
+    legacy.write.format("delta").save(str(old / audit.LEGACY_PROGRESS))
+    (old / audit.LAYOUT_FILE).write_text('{"layout": 2}')
+    before = audit.read_progress(spark, str(old))
+    assert before.changelog_version() == 0 and before.table_states()["db.t"].delete_position == [Decimal(3)]
+
+    second = [ev("c", 2, row(2, "late")), ev("u", 4, row(1, "a4"), row(1, "a"))]
+    apply(spark, old, second)
+    apply(spark, tmp_path / "now", second)
+    assert table(spark, old) == table(spark, tmp_path / "now") == [(1, "a4", None)]
+    assert json.loads((old / audit.LAYOUT_FILE).read_text()) == {"layout": audit.LAYOUT} and not (old / audit.LEGACY_PROGRESS).exists()
+    after = audit.read_progress(spark, str(old))
+    assert after.changelog_version() == 1
+    # the moved target's state is a target's of this layout after the same batches
+    state = {(r["source"], r["table"]): {k: v for k, v in r.items() if k != "updated_at_ms" and k != "lag_ms"} for r in after.rows}
+    now = {(r["source"], r["table"]): {k: v for k, v in r.items() if k != "updated_at_ms" and k != "lag_ms"}
+           for r in audit.read_progress(spark, str(tmp_path / "now")).rows}
+    assert state.pop((None, None))["changelog_version"] is None  # (the layout 2 target row: the commit's version now)
+    assert state[(None, "db.t")]["last_position_text"] == "4" and state == now
 
 
 def test_only_deletes_and_key_changes_are_remembered(spark, tmp_path):
@@ -154,7 +195,7 @@ def test_progress_keeps_data_positions_apart_from_heartbeats_and_markers(spark, 
     beat = {**ev(None, 900, kind="heartbeat"), **untabled}
     end = {**ev(None, 800, kind="tx_end"), **untabled, "tx_id": "x", "tx_size": 1}
     apply(spark, tmp_path, [ev("c", 5, row(1, "a")), beat, end])
-    rows = spark.read.format("delta").load(f"{tmp_path}/_cdclake/progress").where("source = 'mem' and table is null").collect()
+    rows = [r for r in audit.read_progress(spark, str(tmp_path)).rows if r["source"] == "mem" and r["table"] is None]
     assert [(r["last_position_text"], r["last_heartbeat_ms"], r["last_event_time_ms"]) for r in rows] == [("5", 900_000, 900_000)]
     assert table(spark, tmp_path) == [(1, "a", None)]
 
@@ -999,7 +1040,7 @@ def test_scenarios_in_shared_batches(spark, tmp_path):
     assert moves == {('{"id":%d}' % a, '{"id":%d}' % b, p, 0)
                      for a, b, p in ((5, 6, 3), (7, 8, 3), (9, 10, 3), (10, 11, 4), (20, 21, 3), (22, 23, 3), (24, 25, 3), (26, 24, 4),
                                      (30, 31, 3), (31, 32, 4), (33, 31, 5), (40, 41, 4), (42, 43, 4))}
-    states = {r["table"]: r for r in spark.read.format("delta").load(f"{tmp_path}/_cdclake/progress").collect() if r["source"] is None}
+    states = {r["table"]: r for r in audit.read_progress(spark, str(tmp_path)).rows if r["source"] is None}
     assert (states["db.colpos"]["move_position"], states["db.arrive"]["move_position"]) == ([Decimal(5)], None)
     # arrive: the old table gained _cdc_record; the re-delivery changed none of t, e, old; e
     # keeps its winning record's coordinates

@@ -116,12 +116,12 @@ def test_open_transactions_wait_for_the_rest(spark, tmp_path):
     # applied (again: nothing changes) and not held until the timeout, nor counted as given up.
     # A change reuses Q's id (an Oracle XID after the undo segments wrap) at a position older
     # than applied ones, a change the changelog has not: held. The third batch is applied as
-    # after a crash that cut its first attempt short after the changelog append (before the
-    # progress): the retry reads the changelog without that append, so it still holds Q
+    # after a crash that cut its first attempt short before its changelog commit (which carries
+    # the progress; its held table had committed): the retry reads the changelog as the second
+    # batch left it, so it still holds Q
     third = [first[1], first[2], first[-1], tx(ev("c", 45, row(45, "q-again")), "Q", 1, last=False)]
-    from cdclake.apply.audit import write_changelog
-
-    write_changelog(spark.createDataFrame(third, EVENT_SCHEMA), str(tmp_path), Txn("test-transactions", 3))
+    apply(spark, tmp_path, third, Txn("test-transactions", 3))
+    _crash_before_changelog_commit(spark, tmp_path)
     apply(spark, tmp_path, third, Txn("test-transactions", 3))
     assert table(spark, tmp_path) == [(1, "plain", None), (2, "s3", None), (10, "q1", None), (11, "q2", None), (20, "d1", None)]
     assert table(spark, tmp_path, "db.u") == [(3, "s2", None), (30, "whole", None)]
@@ -129,18 +129,30 @@ def test_open_transactions_wait_for_the_rest(spark, tmp_path):
     st = target_status(spark, str(tmp_path))
     assert (st["held_transactions"], st["held_events"], st["timed_out_transactions"]) == (1, 1, 0)
 
-    # a batch fails after its changelog append (X's first change, never applied, never held),
-    # another batch completes, then the failed one is delivered again: X is new to every table,
-    # so it is held, not taken for a re-delivery (the completed batch did not vouch for the
-    # failed append: the progress's changelog version stays before it)
+    # a batch fails before its changelog commit (X's first change, held: the held table
+    # committed), another batch completes, then the failed one is delivered again: X is new to
+    # every table, so it is held, not taken for a re-delivery
     fourth = [tx(ev("c", 46, row(46, "x1")), "X", 1, 2)]
     failed = Txn("test-transactions-other-files", 1)  # (another file set: an identity of its own)
-    write_changelog(spark.createDataFrame(fourth, EVENT_SCHEMA), str(tmp_path), failed)
+    apply(spark, tmp_path, fourth, failed)
+    _crash_before_changelog_commit(spark, tmp_path)
     apply(spark, tmp_path, [ev("c", 70, row(70, "later"))], Txn("test-transactions", 4))
     apply(spark, tmp_path, fourth, failed)
     assert table(spark, tmp_path)[-1] == (70, "later", None) and (46, "x1", None) not in table(spark, tmp_path)
     st = target_status(spark, str(tmp_path))
     assert (st["held_transactions"], st["held_events"], st["timed_out_transactions"]) == (2, 2, 0)
+
+
+def _crash_before_changelog_commit(spark, target) -> None:
+    """The state a process killed just before the batch's last commit (the changelog append
+    that carries the progress) leaves: the changelog's newest commit file is gone, and the next
+    process knows no Delta log."""
+    log = target / "_cdclake" / "changelog" / "_delta_log"
+    version = max(int(p.stem) for p in log.glob("*.json"))
+    for file in (f"{version:020d}.json", f"{version:020d}.crc"):
+        for f in (log / file, log / f".{file}.crc"):
+            f.unlink(missing_ok=True)
+    spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
 
 
 def test_a_transaction_the_source_moved_past_is_applied_as_it_is(spark, tmp_path):
