@@ -39,7 +39,7 @@ def target_status(spark: SparkSession, target: str) -> dict:
     root = targets.resolve(target)
     if not targets.TargetFiles(root, spark).exists(audit.LAYOUT_FILE):
         raise CdclakeError("INPUT_NOT_FOUND", f"{target} is not a cdclake target (no {audit.LAYOUT_FILE})")
-    audit.check_layout(root, spark)
+    audit.check_layout(root, spark, writer=False)
     read = audit.read_progress(spark, root)
     progress, held = read.rows, read.held()
     tables: dict[str, dict] = {}

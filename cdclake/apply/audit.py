@@ -191,10 +191,11 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def check_layout(target: str, spark: SparkSession | None = None) -> None:
+def check_layout(target: str, spark: SparkSession | None = None, writer: bool = True) -> None:
     """Refuse a target whose ``_cdclake`` tables were written in another layout; mark a new
     target, and one of layout 2 (whose progress table :func:`read_progress` still reads), with
-    this one. ``spark``: needed for a URI target (see :mod:`cdclake.targets`).
+    this one; ``writer`` False (a reader: ``cdclake status``): mark nothing. ``spark``: needed
+    for a URI target (see :mod:`cdclake.targets`).
 
     Raises:
         CdclakeError(TARGET_LAYOUT): the target holds ``_cdclake`` tables of another layout.
@@ -210,7 +211,7 @@ def check_layout(target: str, spark: SparkSession | None = None) -> None:
                 "TARGET_LAYOUT",
                 f"target {target} was written by a cdclake with _cdclake layout {found!r}; this one writes layout {LAYOUT}: use another target",
             )
-        if found != LAYOUT:  # layout 2: its progress table is read until the next batch's progress commit
+        if found != LAYOUT and writer:  # layout 2: its progress table is read until the next batch's progress commit
             files.write_text(LAYOUT_FILE, json.dumps({"layout": LAYOUT}) + "\n")
         return
     if files.has_entries("_cdclake", ignore=frozenset({"writer.lock"})):  # the lock is not a table
@@ -463,13 +464,20 @@ def progress_metadata(rows: list[dict]) -> str:
 def progress_rows_of(metadata: str | None) -> list[dict] | None:
     """The progress rows a changelog commit's ``userMetadata`` carries (as a progress table
     read gives them: positions as lists of Decimal, ``truncate_record`` a tuple), None when it
-    carries none (another writer's commit, a commit of layout 2)."""
+    carries none (another writer's commit, a commit of layout 2).
+
+    Raises:
+        CdclakeError(TARGET_LAYOUT): the progress is of a later layout than this code's.
+    """
     try:
         value = json.loads(metadata) if metadata else None
     except ValueError:
         return None
-    if not isinstance(value, dict) or PROGRESS_TAG not in value:
+    if not isinstance(value, dict) or PROGRESS_TAG not in value or not isinstance(value.get("rows"), list):
         return None
+    if value[PROGRESS_TAG] != LAYOUT:
+        raise CdclakeError("TARGET_LAYOUT", f"the changelog carries progress of _cdclake layout {value[PROGRESS_TAG]!r};"
+                                            f" this cdclake reads layout {LAYOUT}: use another target")
     rows = []
     for r in value["rows"]:
         row = {f: _decimals(f, r.get(f)) for f in PROGRESS_FIELDS}
@@ -479,25 +487,31 @@ def progress_rows_of(metadata: str | None) -> list[dict] | None:
     return rows
 
 
-def _progress_commit(files: TargetFiles, version: int | None, newest_only: bool) -> tuple[int, list[dict]] | None:
+def _progress_commit(files: TargetFiles, version: int | None, layout_2: bool) -> tuple[int, list[dict]] | None:
     """``(version, rows)`` of the newest changelog commit at or before ``version`` that carries
-    the progress (read from its commit file: Delta's commitInfo ``userMetadata``); None when
-    there is none (no changelog, a target of layout 2 not moved forward yet). A commit without
-    it (a user's OPTIMIZE of the changelog) is passed over; ``newest_only``: look at ``version``
-    alone."""
+    the progress (read from its commit file: Delta's commitInfo ``userMetadata``); None when none
+    does. Commits without it (a user's OPTIMIZE of the changelog) are passed over; ``layout_2``
+    (the target still has its layout 2 progress table): the newest append without it ends the
+    search (the appends of layout 2 carry none).
+
+    Raises:
+        CdclakeError(TARGET_LAYOUT): a commit file on the way is gone (the Delta log was cleaned
+            past the newest progress commit): the target's state cannot be read.
+    """
     v = version
     while v is not None and v >= 0:
         rel = f"{CHANGELOG}/_delta_log/{v:020d}.json"
         if not files.exists(rel):
-            return None
+            raise CdclakeError("TARGET_LAYOUT", f"target {files.target}: the changelog's commit {v} is gone before its"
+                                                " progress was found (its Delta log cleaned past it)")
         for line in files.read_text(rel).splitlines():
             info = json.loads(line).get("commitInfo") if line.strip() else None
             if info is not None:
                 rows = progress_rows_of(info.get("userMetadata"))
                 if rows is not None:
                     return v, rows
-        if newest_only:
-            return None
+                if layout_2 and info.get("operation") == "WRITE":
+                    return None
         v -= 1
     return None
 
@@ -515,12 +529,10 @@ def read_progress(spark: SparkSession, target: str) -> Progress:
     files = TargetFiles(target, spark)
     version = latest_version(spark, path) if files.exists(f"{CHANGELOG}/_delta_log") else None
     legacy = files.exists(f"{LEGACY_PROGRESS}/_delta_log")
-    # a layout 2 target: its progress table, unless this code's first progress commit is in
-    # (and the table not removed yet)
-    found = _progress_commit(files, version, newest_only=legacy)
+    found = _progress_commit(files, version, layout_2=legacy)
     if found is not None:
         at, rows = found
-    elif legacy:
+    elif legacy:  # a layout 2 target not moved forward yet
         legacy_path = f"{target}/{LEGACY_PROGRESS}"
         at, rows = None, [r.asDict(recursive=False) for r in spark.read.format("delta").load(legacy_path).collect()]
     else:
@@ -716,8 +728,11 @@ def update_progress(
     appends ``events`` (EVENT_SCHEMA: the batch's own; None: an empty append), as its
     ``userMetadata`` (:func:`progress_metadata`): one commit for the changelog and the state,
     with the batch identity ``txn`` (a batch applied again after it committed adds nothing).
-    Written last in a batch: a batch is complete when its changelog commit is in. A target of
-    layout 2 loses its progress table after it (:data:`LEGACY_PROGRESS`)."""
+    Written last in an apply (a batch's rename waves each write their own after it): an apply is
+    complete when its changelog commit is in. A target of layout 2 loses its progress table
+    after it (:data:`LEGACY_PROGRESS`); when the append is skipped because a cdclake of layout 2
+    committed it (under ``txn``) before it crashed, the progress goes in an empty commit of its
+    own (identity ``<appId>.progress``)."""
     rows = _batch_rows(plan, progress, results, held)
     if not rows and events is None:
         return
@@ -741,6 +756,13 @@ def update_progress(
     with _empty_commits_recorded(spark):  # (a batch whose changelog append adds no rows still commits its progress)
         write_changelog(events, target, txn, metadata=progress_metadata(merged))
     version = latest_version(spark, path)
+    if version == before and txn is not None and base.changelog_at is None and rows:
+        # skipped, as a batch applied again whose changelog append a cdclake of layout 2 made
+        # (before its crash, before its progress): the progress goes in a commit of its own
+        with _empty_commits_recorded(spark):
+            write_changelog(spark.createDataFrame([], EVENT_SCHEMA), target, Txn(f"{txn.app_id}.progress", txn.version),
+                            metadata=progress_metadata(merged))
+        version = latest_version(spark, path)
     if version != before:  # (not skipped as a batch applied again)
         _remember_progress(spark, path, version, merged, version)
         files = TargetFiles(target, spark)

@@ -256,7 +256,7 @@ q = quote_ident
 
 @dataclass
 class TableState:
-    """What earlier batches left for a table (its row in the progress table, ``source`` null).
+    """What earlier batches left for a table (its row in the progress, ``source`` null).
 
     delete_position: ``position.order`` of the latest delete ever applied (None: no delete yet).
     truncate_position / truncate_position_text: the latest truncate's position.
@@ -264,9 +264,9 @@ class TableState:
     truncate_record: the latest truncate's record coordinates (``(file, line, partition,
         offset)``; None: a DDL statement's, or a progress row written before they were kept),
         which order it among the changes of its own position.
-    renamed: the table renames applied to the table (the progress table's ``renamed``).
+    renamed: the table renames applied to the table (the progress's ``renamed``).
     column_ddl: ``(order, text, ddl)`` of the DDL statements that dropped or renamed a column of
-        the table (the progress table's ``column_ddl``; :func:`cdclake.apply.plan.follow_past_column_ddl`).
+        the table (the progress's ``column_ddl``; :func:`cdclake.apply.plan.follow_past_column_ddl`).
     move_position: ``position.order`` of the latest partial update that moved a row to a new
         key (remembered in ``_cdclake/deletes``, :func:`follow_moves`), None: none yet.
     moved_in: the points (``position.order``) of the table renames that moved another table's

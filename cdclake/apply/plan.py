@@ -13,7 +13,7 @@ The aggregate is one ``GROUPING SETS`` query over the events (EVENT_SCHEMA):
   own column list (data and DDL events) and ``keys`` the key set of its image (data events):
   one row per distinct column declaration of a table (a handful per batch, not per event);
 * set ``source``: ``(source, database, schema, table)``: last position, event time and
-  heartbeat per source and table, for the progress table;
+  heartbeat per source and table, for the progress;
 * with ``records``, set ``error_code``: records and events per reject code (null: decoded);
 * in a gated batch, set ``tx``: per transaction, what the transaction gate decides on
   (:mod:`cdclake.apply.transactions`), so a gated batch needs no aggregate of its own.
@@ -201,7 +201,7 @@ class TablePlan:
     unapplied: the batch's DDL that is not followed, with the reason (``not applied: ...``),
         for ``_cdclake/schema_history``.
     renamed: ``(point, record, (database, schema, table))`` of each table rename step that
-        ended this table (set by :mod:`cdclake.apply.renames`; kept in the progress table).
+        ended this table (set by :mod:`cdclake.apply.renames`; kept in the progress).
     lasts: column name -> the order key of the last event of the batch that declares it (a
         column declared after the DDL that drops or renames it was added again).
     earlier_renames: the new names of :attr:`renames` that an earlier batch's DDL renamed (read
@@ -216,12 +216,12 @@ class TablePlan:
         :func:`follow_past_column_ddl`): what :func:`names_back` reads a remembered image with.
     carried_column_ddl: ``(order, text, ddl)`` of the column DDL of the table renamed into this
         one (set by :mod:`cdclake.apply.renames`, each order the rename's point followed by the
-        statement's own): kept in the progress table's ``column_ddl`` with the table's own, so a
+        statement's own): kept in the progress's ``column_ddl`` with the table's own, so a
         late event of the old table moved here is read with the columns in force at its
         position there.
     moved_into: the points of the table renames whose moved rows the batch brings into this
         table (set by :mod:`cdclake.apply.renames` for the move's own apply, before the
-        progress table names them: :attr:`TableState.moved_in`).
+        progress names them: :attr:`TableState.moved_in`).
     """
 
     database: str | None
@@ -899,7 +899,7 @@ def _text(position) -> str | None:
 
 def column_ddl(p: TablePlan) -> list[tuple[list, str, str]]:
     """``(order, text, ddl)`` of the batch's DDL statements of table ``p`` that drop or rename a
-    column (kept in the progress table's ``column_ddl``, :func:`follow_past_column_ddl`). Pure
+    column (kept in the progress's ``column_ddl``, :func:`follow_past_column_ddl`). Pure
     Python."""
     return [d for d in p.ddl if any(c[0] in ("drop", "rename") for c in column_changes(d[2]))]
 
@@ -907,7 +907,7 @@ def column_ddl(p: TablePlan) -> list[tuple[list, str, str]]:
 def follow_past_column_ddl(plan: BatchPlan, past: dict[str, list]) -> None:
     """Read the batch's events written before a column drop or rename of an earlier batch with
     the schema in force at their position: ``past`` (table name -> ``(order, text, ddl)`` of
-    its earlier batches' column DDL, the progress table's ``column_ddl``). A column that the
+    its earlier batches' column DDL, the progress's ``column_ddl``). A column that the
     batch's events declare, the last of them older than such a DDL statement (a late or
     re-delivered event naming a column by its old name), is renamed in ``p.columns`` (and read
     from its old name: ``p.renames``) or dropped from them, as that statement did; without

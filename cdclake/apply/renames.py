@@ -26,7 +26,7 @@ point:
   after P stay.
 
 Both are canonical events applied by :func:`cdclake.apply.batch.apply_batch` like any batch
-(history tables, keyless tables, schema evolution, the deletes and progress tables), without
+(history tables, keyless tables, schema evolution, the deletes table and the progress), without
 the transaction gate and without a changelog append (they are not the source's changes). The
 schema history says ``table renamed to b ...`` / ``... renamed from a ...``.
 
@@ -41,7 +41,7 @@ An event of ``a`` older than P that arrives after the rename was applied goes to
 column drops and renames before P: :attr:`TablePlan.carried_column_ddl`). When
 ``a`` or ``b`` keeps its history (SCD type 2), the event also goes into ``a``'s history at its
 place (ended by the rename), and ``b``'s history keeps per key only the newest change moved in
-at P (:func:`cdclake.apply.history._versions`' regions, from the progress table's
+at P (:func:`cdclake.apply.history._versions`' regions, from the progress's
 ``renamed``: :attr:`TableState.moved_in`); of a table without a key, a copy's version that
 begins and ends in that region is none of ``b``'s (it ended in ``a`` before P).
 
@@ -246,7 +246,7 @@ def _with_lines(plan: BatchPlan, lines: dict[str, str], wave: list[TableRename],
                 max_delete: dict | None = None, max_move: dict | None = None, column_ddl: dict | None = None,
                 moved_into: dict | None = None) -> BatchPlan:
     """``plan`` whose tables say ``lines[name]`` in the schema history, with their rename's
-    DDL, ``renamed[name]`` (the step that ended the table, for the progress table),
+    DDL, ``renamed[name]`` (the step that ended the table, for the progress),
     ``max_delete[name]`` / ``max_move[name]`` (the deletes and remembered moves carried to it),
     ``column_ddl[name]`` (the old table's column DDL carried to it) and ``moved_into[name]``
     (the point of the step that moves rows into it), and without source progress rows (the
@@ -278,7 +278,7 @@ def keys_through_renames(primary_keys: dict[str, list[str]] | None, states: dict
                          renames: list[TableRename] = ()) -> dict[str, list[str]]:
     """``primary_keys`` (``--primary-key``: qualified, ``database.table`` or bare names) with
     the key configured for a renamed table given to each of its later names that has none
-    configured: the renames of earlier batches (the progress table's ``renamed``, ``states``,
+    configured: the renames of earlier batches (the progress's ``renamed``, ``states``,
     followed through chains: :func:`rename_chains`) and then ``renames`` (the batch's, in
     order). So the old table's late events moved to the new name (:func:`relabel_late`) and
     the new name's own events are applied with the key the user gave the table, as its moved
@@ -462,7 +462,7 @@ def apply_renames(
     in order (see the module docstring): the steps not applied before, grouped by
     :func:`waves`; per group one apply of the new tables (the moves), then one of the old
     (their ends). ``txn``: the batch's identity, from which each apply takes its own.
-    ``earlier``: the progress table's rows as they were before the batch (for
+    ``earlier``: the progress rows as they were before the batch (for
     :func:`written_before_rename`; None: as read now). ``apply_events``: applies canonical
     events as a batch (:func:`cdclake.apply.batch.apply_batch`); ``reapply``: applies events
     read again from the changelog as a re-delivery (:func:`cdclake.apply.batch.reapply`); both
@@ -607,7 +607,7 @@ def written_before_rename(progress_rows: list[dict], r: TableRename) -> str | No
     applied at a position after the step's point (a table created again under the old name,
     whose changes arrived before the rename), else None. Its changes may have replaced or
     removed rows of the old table before they could move (a limit, said in the new table's
-    schema history line). Pure Python, from the progress table's rows (``source`` set, the
+    schema history line). Pure Python, from the progress rows (``source`` set, the
     table's latest position per source; the rename's own batch holds no such event yet:
     :func:`written_after_rename` applies them after the renames)."""
     point = order_key(rename_point(r))
@@ -701,7 +701,7 @@ def rename_chains(states: dict) -> list[tuple]:
     lists each table the step's rows went on to, in order, as ``(its (database, schema,
     table), position prefix, the position text and event time of the rename into it)``: an event of the old table older than the point, and not older
     than an earlier point of the same table, belongs at a hop at the prefix followed by its
-    own position (the last hop is the final name). Pure Python, from the progress table's
+    own position (the last hop is the final name). Pure Python, from the progress's
     ``renamed``.
 
     A moved position ``point + o`` compares with another table's rename point ``q`` as
@@ -836,7 +836,7 @@ def _relabelled_with_history(named: DataFrame, plan: BatchPlan, states: dict, ta
 def relabel_late(events: DataFrame, plan: BatchPlan, states: dict, is_history=None,
                  primary_keys: dict[str, list[str]] | None = None, target: str | None = None) -> DataFrame | None:
     """``events`` with the data events of renamed tables that are older than a rename of
-    their table (the progress table's ``renamed``) moved to the new name, at the rename's point
+    their table (the progress's ``renamed``) moved to the new name, at the rename's point
     followed by their own position (as the rows moved there: :func:`apply_renames`), through
     every later rename of the new name too; None when the batch holds no such event (told on
     the driver from ``plan``: each table's oldest change and truncate). The chains are

@@ -50,7 +50,7 @@ Costs: none of its own in a batch where no transaction stays open: the gate's gr
 transaction) is a set of the plan's one aggregate (:func:`cdclake.apply.plan.summarize`), run
 over the batch's events and the held ones, which also counts the batch's records. A batch that
 holds something back plans again over the events to apply (a second aggregate). The held table
-is read only when the progress table says it holds events, at the version it names (once:
+is read only when the progress says it holds events, at the version it names (once:
 kept, :func:`cdclake.frames.keep`); it is written (one overwrite) in a batch that held something before or holds
 something now.
 
@@ -61,7 +61,7 @@ again after a crash reads what it read the first time and decides the same.
 
 Across tables: each table commits on its own (Delta has no multi-table commit), so a reader of
 the latest versions of two tables may see one of them a batch ahead of the other while a batch
-is being applied. The progress table keeps each table's Delta version after the last batch
+is being applied. The progress keeps each table's Delta version after the last batch
 (``delta_version``): every table read as of those versions is one batch's state, with no
 transaction in part (README "Transactions").
 
@@ -170,7 +170,7 @@ def gate(
     """Split a batch's ``events`` (EVENT_SCHEMA) into what to apply now and what to hold, and
     plan what is applied (:attr:`Hold.plan`).
 
-    ``held_version``: the held table's version to read (from the progress table), None when
+    ``held_version``: the held table's version to read (from the progress), None when
     nothing is held. ``flat``: the batch's flat rows (``error_code``, ``pos``, ``e``: the event
     struct, null for a reject), to count records per error code in the same aggregate
     (:attr:`Hold.records`, also the plan's ``records``); ``events`` are then its events.

@@ -108,7 +108,7 @@ def test_a_rename_replayed_after_a_crash_between_its_applies_moves_once(spark, t
     # n renamed to m at 10 and a table created again under the name n, written at 11 (a key n
     # held): that write is applied after the move, apart (cdclake.apply.renames.
     # written_after_rename, identity <appId>.after-rename.1); the crash came before its commits
-    # (n's and the progress table's). Applied again: m holds n's rows as they were at 10, n
+    # (n's and the changelog's, which carries the progress). Applied again: m holds n's rows as they were at 10, n
     # only its new row, once
     again = [dict(ev(None, 10, kind="ddl", table="n"), ddl="RENAME TABLE n TO m"), ev("c", 11, row(1, "new"), table="n")]
     txn = audit.Txn("app", 3)
@@ -124,7 +124,7 @@ def test_a_rename_replayed_after_a_crash_between_its_applies_moves_once(spark, t
     # written at 22, whose changes arrive a batch before the rename: the truncate removed m's
     # rows before the move could read them, so the rename's batch reads m's changes again from
     # the changelog and applies them (renames._apply_again, identity <appId>.rename.1.again);
-    # the crash came before that apply's commits of z and of the progress table. Applied
+    # the crash came before that apply's commits of z and of the changelog (which carries the progress). Applied
     # again: z holds m's rows as they were at 20, m only its new row
     _apply(spark, tmp_path, [ev("t", 21, table="m"), ev("c", 22, row(5, "m22"), table="m")], audit.Txn("app", 4))
     assert table(spark, tmp_path, "db.m") == [(5, "m22", None)]

@@ -210,7 +210,7 @@ def test_drops_and_renames_of_the_batch_ddl_shape_the_columns():
 
 def test_a_rename_whose_later_step_arrived_first_goes_on_to_the_chain_end():
     # a -> b at 2 arrives in a batch after b -> c (or DROP COLUMN b) at 36 was applied (the
-    # progress table's column_ddl): the table has a (events older than 2) and c; the batch's
+    # progress's column_ddl): the table has a (events older than 2) and c; the batch's
     # rename is a -> c, merged into c as of 2 (delta_table.evolve_table); a drop at the chain's
     # end drops a. Found by the applier property's simulated shape (seed 10, shuffle seed 1,
     # recreate_renamed on: audit_log kept its column at beside renamed_2)

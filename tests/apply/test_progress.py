@@ -1,4 +1,4 @@
-"""The progress table's driver-side merge (cdclake.apply.audit.merge_progress), without Spark:
+"""The progress's driver-side merge (cdclake.apply.audit.merge_progress), without Spark:
 the rules the earlier Delta MERGE applied, row by row."""
 
 from __future__ import annotations

@@ -9,9 +9,12 @@ import json
 import shutil
 from decimal import Decimal
 
+from delta.tables import DeltaTable
+
 from cdclake.apply import audit
 from cdclake.model import EVENT_SCHEMA
 from cdclake.pipeline import apply_events
+from cdclake.status import target_status
 from tests.readers import lake_rows
 
 COLS = [
@@ -126,7 +129,8 @@ def test_progress_is_reread_after_another_writer_commits(spark, tmp_path):
     seen = audit.read_progress(spark, str(tmp_path))
     assert seen.version == 1 and ("elsewhere", None) in {(r["source"], r["table"]) for r in seen.rows}
     assert seen.rows == [{**r, "changelog_version": None} for r in mine.rows] + [other]  # (JSON keeps every value as read)
-    # a commit without the progress (a user's OPTIMIZE) is passed over
+    # commits without the progress (a user's OPTIMIZE, a foreign append) are passed over
+    DeltaTable.forPath(spark, f"{tmp_path}/{audit.CHANGELOG}").optimize().executeCompaction()
     audit.write_changelog(theirs, str(tmp_path))
     assert audit.read_progress(spark, str(tmp_path)).changelog_version() == 1
     # the next batch keeps the other writer's row and moves its own
@@ -134,39 +138,49 @@ def test_progress_is_reread_after_another_writer_commits(spark, tmp_path):
     after = audit.read_progress(spark, str(tmp_path))
     rows = {(r["source"], r["table"]): r for r in after.rows}
     assert ("elsewhere", None) in rows and rows[(None, "db.t")]["last_position_text"] == "2" and rows[(None, "db.t")]["rows"] == 1
-    assert after.version == after.changelog_version() == 3
+    assert after.version == after.changelog_version() == 4
 
 
 def test_a_layout_2_target_moves_its_progress_into_the_changelog(spark, tmp_path):
-    # a target written by a cdclake of layout 2 kept its progress in a table of its own: the
-    # next batch reads it (here: a late insert older than a delete it remembers stays out), then
-    # carries it on in its changelog commit, and the old table goes
+    # a target written by a cdclake of layout 2 kept its progress in a table of its own and
+    # appended the changelog first: here its second batch (identity app/1) crashed after that
+    # append, before its MERGE and its progress. This cdclake applies the batch again: it reads
+    # the old progress table (a late insert older than a delete it remembers stays out), the
+    # changelog append is skipped (its identity is in), so the progress goes in a changelog
+    # commit of its own, and the old table goes. The state is then a layout 3 target's after the
+    # same batches
     first = [ev("c", 1, row(1, "a")), ev("c", 2, row(2, "b")), ev("d", 3, before=row(2, "b"))]
-    apply(spark, tmp_path / "now", first)
-    old = tmp_path / "old"
-    shutil.copytree(tmp_path / "now", old)
+    second = [ev("c", 2, row(2, "late")), ev("u", 4, row(1, "a4"), row(1, "a"))]
+    now, old = tmp_path / "now", tmp_path / "old"
+    apply_events(spark, spark.createDataFrame(first, EVENT_SCHEMA), str(now), txn=audit.Txn("app", 0))
+    shutil.copytree(now, old)
     shutil.rmtree(old / audit.CHANGELOG)
-    audit.write_changelog(spark.createDataFrame(first, EVENT_SCHEMA), str(old))  # layout 2: no progress in its commits
-    rows = audit.read_progress(spark, str(tmp_path / "now")).rows + [{**dict.fromkeys(audit.PROGRESS_FIELDS), "changelog_version": 0}]
+    # layout 2: no progress in the changelog's commits
+    audit.write_changelog(spark.createDataFrame(first, EVENT_SCHEMA), str(old), audit.Txn("app", 0))
+    audit.write_changelog(spark.createDataFrame(second, EVENT_SCHEMA), str(old), audit.Txn("app", 1))
+    rows = audit.read_progress(spark, str(now)).rows + [{**dict.fromkeys(audit.PROGRESS_FIELDS), "changelog_version": 0}]
     legacy = spark.createDataFrame([tuple(r[f] for f in audit.PROGRESS_FIELDS) for r in rows], audit.PROGRESS_SCHEMA)
     legacy.write.format("delta").save(str(old / audit.LEGACY_PROGRESS))
     (old / audit.LAYOUT_FILE).write_text('{"layout": 2}')
+    assert target_status(spark, str(old))["tables"][0]["rows"] == 1
+    assert json.loads((old / audit.LAYOUT_FILE).read_text()) == {"layout": 2}  # (a reader moves nothing)
     before = audit.read_progress(spark, str(old))
     assert before.changelog_version() == 0 and before.table_states()["db.t"].delete_position == [Decimal(3)]
 
-    second = [ev("c", 2, row(2, "late")), ev("u", 4, row(1, "a4"), row(1, "a"))]
-    apply(spark, old, second)
-    apply(spark, tmp_path / "now", second)
-    assert table(spark, old) == table(spark, tmp_path / "now") == [(1, "a4", None)]
+    for target in (old, now):
+        apply_events(spark, spark.createDataFrame(second, EVENT_SCHEMA), str(target), txn=audit.Txn("app", 1))
+    assert table(spark, old) == table(spark, now) == [(1, "a4", None)]
     assert json.loads((old / audit.LAYOUT_FILE).read_text()) == {"layout": audit.LAYOUT} and not (old / audit.LEGACY_PROGRESS).exists()
     after = audit.read_progress(spark, str(old))
-    assert after.changelog_version() == 1
-    # the moved target's state is a target's of this layout after the same batches
-    state = {(r["source"], r["table"]): {k: v for k, v in r.items() if k != "updated_at_ms" and k != "lag_ms"} for r in after.rows}
-    now = {(r["source"], r["table"]): {k: v for k, v in r.items() if k != "updated_at_ms" and k != "lag_ms"}
-           for r in audit.read_progress(spark, str(tmp_path / "now")).rows}
+    assert after.changelog_version() == 2  # the progress's own commit
+    state = {(r["source"], r["table"]): {k: v for k, v in r.items() if k not in ("updated_at_ms", "lag_ms")} for r in after.rows}
+    want = {(r["source"], r["table"]): {k: v for k, v in r.items() if k not in ("updated_at_ms", "lag_ms")}
+            for r in audit.read_progress(spark, str(now)).rows}
     assert state.pop((None, None))["changelog_version"] is None  # (the layout 2 target row: the commit's version now)
-    assert state[(None, "db.t")]["last_position_text"] == "4" and state == now
+    assert state[(None, "db.t")]["last_position_text"] == "4" and state == want
+    # applied once more, the batch changes nothing
+    apply_events(spark, spark.createDataFrame(second, EVENT_SCHEMA), str(old), txn=audit.Txn("app", 1))
+    assert audit.read_progress(spark, str(old)).changelog_version() == 2 and table(spark, old) == [(1, "a4", None)]
 
 
 def test_only_deletes_and_key_changes_are_remembered(spark, tmp_path):
@@ -521,7 +535,7 @@ def _late_event_of_a_renamed_table_older_than_its_column_drop():
     # t drops its column extra at 3, then is renamed to n at 10; t's update at 2, written
     # before the drop, arrives after the rename: it goes to n (renames.relabel_late), read with
     # the columns in force at its position in t: the drop, carried to n with the rename
-    # (TablePlan.carried_column_ddl, n's column_ddl in the progress table), keeps extra out of n
+    # (TablePlan.carried_column_ddl, n's column_ddl in the progress), keeps extra out of n
     # (checked below: it was added to n again)
     cols = COLS + [{"name": "extra", "source_type": "bigint", "spark_type": "bigint", "precision": None, "scale": None,
                     "nullable": True}]

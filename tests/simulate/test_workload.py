@@ -359,7 +359,7 @@ def column_ddl_lake(spark, tmp_path_factory):
     ]
     # q (batches only: within one batch an event's columns are not told apart by position): a
     # rename, then the source adds a column of the old name; the rename's batch delivered again
-    # later is not applied again (the progress table's column_ddl has it): nothing is merged
+    # later is not applied again (the progress's column_ddl has it): nothing is merged
     # into the renamed column or dropped
     again = [
         hand_event("data", "c", 1, "q", cols("id int", "a string"), after={"id": "1", "a": "x"}),
