@@ -667,23 +667,32 @@ def merge_progress(old: list[dict], new: list[dict]) -> list[dict]:
 PROGRESS_FIELDS = tuple(c.strip().split(" ")[0] for c in PROGRESS_SCHEMA.split(", "))
 
 
-def _batch_rows(plan: BatchPlan, progress: Progress, results: dict[str, ApplyResult], held: dict | None) -> list[tuple]:
-    """The batch's progress rows (tuples of :data:`PROGRESS_FIELDS`) before the merge: per
-    source and table and per source from the plan, the target's row when ``held``, per table
-    its new state (:func:`update_progress`)."""
+def progress_row(**fields) -> dict:
+    """A progress row: the named fields of :data:`PROGRESS_FIELDS`, every other one None.
+
+    Raises:
+        TypeError: a name that is not a progress field.
+    """
+    unknown = set(fields) - set(PROGRESS_FIELDS)
+    if unknown:
+        raise TypeError(f"not progress fields: {sorted(unknown)}")
+    return {f: fields.get(f) for f in PROGRESS_FIELDS}
+
+
+def _batch_rows(plan: BatchPlan, progress: Progress, results: dict[str, ApplyResult], held: dict | None) -> list[dict]:
+    """The batch's progress rows (:func:`progress_row`) before the merge: per source and table
+    and per source from the plan, the target's row when ``held``, per table its new state
+    (:func:`update_progress`)."""
     states = progress.table_states()
     now = now_ms()
-    rows = []
-    no_hold = (None,) * len(HELD_FIELDS)
-    for sp in plan.progress:
-        lag = now - sp.last_event_time_ms if sp.last_event_time_ms is not None else None
-        rows.append(
-            (sp.source, sp.table, sp.last_position, sp.last_position_text, sp.last_event_time_ms, sp.last_heartbeat_ms,
-             now, lag, None, None, None, None, None, *no_hold, None, None, None, None, None)
-        )
+    rows = [
+        progress_row(source=sp.source, table=sp.table, last_position=sp.last_position, last_position_text=sp.last_position_text,
+                     last_event_time_ms=sp.last_event_time_ms, last_heartbeat_ms=sp.last_heartbeat_ms, updated_at_ms=now,
+                     lag_ms=now - sp.last_event_time_ms if sp.last_event_time_ms is not None else None)
+        for sp in plan.progress
+    ]
     if held is not None:
-        rows.append((None, None, None, None, None, None, now, None, None, None, None, None, None,
-                     *(held[f] for f in HELD_FIELDS), None, None, None, None, None))
+        rows.append(progress_row(updated_at_ms=now, **{f: held[f] for f in HELD_FIELDS}))
     by_table: dict[str, list] = {}
     for sp in plan.progress:
         if sp.table is not None:
@@ -700,14 +709,16 @@ def _batch_rows(plan: BatchPlan, progress: Progress, results: dict[str, ApplyRes
         ):
             (truncate, truncate_text), truncate_record = p.truncate, p.truncate_record
         res = results.get(p.name)
-        rows.append(
-            (None, p.name, best.last_position if best else None, best.last_position_text if best else None, t_time, None,
-             now, now - t_time if t_time is not None else None,
-             _newest(old.delete_position, p.max_delete), truncate, truncate_text,
-             res.rows_now if res is not None else old.rows, res.delta_version if res is not None else None, *no_hold,
-             truncate_record, _renamed_value(p.renamed), _union_column_ddl(None, [{"order": o, "text": t, "ddl": d} for o, t, d in [*p.carried_column_ddl, *column_ddl(p)]]),
-             _newest(old.move_position, p.max_move), None)
-        )
+        ddl = [{"order": o, "text": t, "ddl": d} for o, t, d in [*p.carried_column_ddl, *column_ddl(p)]]
+        rows.append(progress_row(
+            table=p.name, last_position=best.last_position if best else None,
+            last_position_text=best.last_position_text if best else None, last_event_time_ms=t_time, updated_at_ms=now,
+            lag_ms=now - t_time if t_time is not None else None, delete_position=_newest(old.delete_position, p.max_delete),
+            truncate_position=truncate, truncate_position_text=truncate_text, truncate_record=truncate_record,
+            rows=res.rows_now if res is not None else old.rows, delta_version=res.delta_version if res is not None else None,
+            renamed=_renamed_value(p.renamed), column_ddl=_union_column_ddl(None, ddl),
+            move_position=_newest(old.move_position, p.max_move),
+        ))
     return rows
 
 
@@ -746,7 +757,7 @@ def update_progress(
         with _progress_lock:
             _progress_cache.pop(path, None)
         base = read_progress(spark, target)
-    merged = merge_progress(base.rows, [dict(zip(PROGRESS_FIELDS, r)) for r in rows])
+    merged = merge_progress(base.rows, rows)
     merged = [{k: _decimals(k, v) for k, v in r.items()} for r in merged]
     # (rows of a table from before a column; the changelog version is the commit's own)
     merged = [{**{f: r.get(f) for f in PROGRESS_FIELDS}, "changelog_version": None} for r in merged]

@@ -1,11 +1,18 @@
 """The progress's driver-side merge (cdclake.apply.audit.merge_progress), without Spark:
-the rules the earlier Delta MERGE applied, row by row."""
+the rules the earlier Delta MERGE applied, row by row; and its round trip through a changelog
+commit's userMetadata."""
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 
-from cdclake.apply.audit import PROGRESS_FIELDS, merge_progress
+import pytest
+
+from cdclake.apply.audit import (
+    LAYOUT, PROGRESS_FIELDS, PROGRESS_TAG, Progress, merge_progress, progress_metadata, progress_row, progress_rows_of,
+)
+from cdclake.errors import CdclakeError
 
 
 def row(source, table, **kw):
@@ -89,3 +96,31 @@ def test_the_targets_row_keeps_what_is_held_when_a_batch_only_moves_the_changelo
     now = dict(held_transactions=0, held_events=0, held_version=8, held_since_ms=None, timed_out_transactions=1)
     (moved,) = merge_progress(old, [row(None, None, **now)])
     assert {k: moved[k] for k in now} == now and moved["changelog_version"] == 4
+
+
+def test_the_progress_a_changelog_commit_carries_reads_back_as_written():
+    # the rows go into a changelog commit's userMetadata as JSON: positions as decimal text
+    # (38 digits keep every one), record coordinates as objects; read back they are what the
+    # rest of the applier reads: Decimal lists, a tuple of record coordinates, renames' and
+    # column DDL's lists of dicts
+    big = Decimal("12345678901234567890123456789012345678")
+    rows = [
+        progress_row(source="topic:0", table="db.t", last_position=d(5, 2), last_position_text="5:2", updated_at_ms=9),
+        progress_row(table="db.t", delete_position=[big, Decimal(1)], truncate_position=d(3), truncate_position_text="3",
+                     truncate_record=("f.jsonl", 7, None, None), rows=10, delta_version=4,
+                     renamed=[{"point": d(8, -1), "record": {"file": None, "line": None, "partition": 0, "offset": 5},
+                               "to": ["db", None, "n"], "text": "8", "event_time_ms": 8000}],
+                     column_ddl=[{"order": d(6), "text": "6", "ddl": "ALTER TABLE t DROP COLUMN c"}], move_position=d(2)),
+        progress_row(held_transactions=1, held_events=2, held_version=3, held_since_ms=4, timed_out_transactions=0),
+    ]
+    text = progress_metadata(rows)
+    assert json.loads(text)[PROGRESS_TAG] == LAYOUT
+    back = progress_rows_of(text)
+    assert back == rows
+    assert Progress(1, back).table_states()["db.t"].renamed == [(d(8, -1), (None, None, 0, 5), ("db", None, "n"), "8", 8000)]
+    assert progress_rows_of("a user's note") is None and progress_rows_of(None) is None
+    assert progress_rows_of('{"other": 1}') is None
+    with pytest.raises(CdclakeError, match="TARGET_LAYOUT"):
+        progress_rows_of(json.dumps({PROGRESS_TAG: LAYOUT + 1, "rows": []}))
+    with pytest.raises(TypeError, match="not progress fields"):
+        progress_row(tabel="db.t")
