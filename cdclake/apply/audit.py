@@ -62,6 +62,7 @@ import contextlib
 import json
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -291,6 +292,64 @@ def write_deletes(frames: list[DataFrame], target: str, txn: Txn | None = None) 
     for f in frames[1:]:
         df = df.unionByName(f, allowMissingColumns=True)  # (a table's remembered moves add ``op`` and ``to``)
     append(df, f"{target}/{DELETES}", txn, evolve=True)  # evolve: ``record`` on a table from before it
+
+
+class DeletesAppend:
+    """The batch's one append to ``_cdclake/deletes`` (:func:`write_deletes`), begun as soon as
+    every table of ``tables`` (names) has said what it remembers (:meth:`add`: its frame of
+    ``_cdclake/deletes`` rows, known before its MERGE), so that it runs beside the MERGEs; one
+    commit with the batch identity ``txn``, none when no table remembers anything.
+
+    Why it may commit before the tables: a remembered delete only keeps out changes older than
+    it, and the batch's own older changes of that key lose to it in the batch anyway; a batch
+    applied again after a crash skips the append (``txn``) and applies the same MERGEs.
+    """
+
+    def __init__(self, target: str, txn: Txn | None, tables: set[str]) -> None:
+        self._target, self._txn, self._waiting = target, txn, set(tables)
+        self._frames: list[DataFrame] = []
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cdclake-deletes")
+        self._future = None
+        if not self._waiting:
+            self._start()
+
+    def add(self, table: str, frame: DataFrame | None) -> None:
+        """``table``'s remembered rows (None: nothing); a table's first word counts, later ones
+        (the batch's own ``None`` after a table's strategy spoke) change nothing."""
+        with self._lock:
+            if table not in self._waiting:
+                return
+            self._waiting.discard(table)
+            if frame is not None:
+                self._frames.append(frame)
+            if not self._waiting:
+                self._start()
+
+    def _start(self) -> None:
+        frames = list(self._frames)
+        self._future = self._pool.submit(write_deletes, frames, self._target, self._txn) if frames else None
+
+    def wait(self) -> None:
+        """Wait for the append (when begun) and end the thread; raises the append's error.
+
+        Raises:
+            RuntimeError: a table of ``tables`` never said what it remembers.
+        """
+        try:
+            with self._lock:
+                waiting, future = sorted(self._waiting), self._future
+            if waiting:
+                raise RuntimeError(f"no word on remembered deletes from {waiting}")
+            if future is not None:
+                future.result()
+        finally:
+            self._pool.shutdown(wait=True)
+
+    def close(self) -> None:
+        """End the thread (after the append, when begun), raising nothing: for a batch that
+        fails, whose error is the one to tell."""
+        self._pool.shutdown(wait=True)
 
 
 def record_schema_changes(spark: SparkSession, target: str, rows: list[tuple]) -> None:

@@ -13,9 +13,10 @@ The steps, and what each costs in Spark jobs and Delta commits:
    commit in a batch without them), beside the rejects append when there are rejects;
 4. concurrently, per table, the MERGE (or the write that creates the table): one commit per
    table; the tables are independent, so they are applied side by side in threads
-   (``CDCLAKE_APPLY_THREADS``, default 4);
-5. concurrently: the deletes append (only when the batch deletes a key or moves one) and the
-   schema-history append (only when a schema changed): one commit each;
+   (``CDCLAKE_APPLY_THREADS``, default 4); beside them, once every table knows what it
+   remembers (before its MERGE), the deletes append (only when the batch deletes a key or moves
+   one: :class:`cdclake.apply.audit.DeletesAppend`): one commit;
+5. the schema-history append (only when a schema changed): one commit;
 6. last, the changelog append, which carries the progress in its commit (a few rows merged on
    the driver, :func:`cdclake.apply.audit.update_progress`): one commit.
 
@@ -52,6 +53,21 @@ def versioned(spark: SparkSession, applied: TableApply, path: str) -> TableApply
     if applied.touched:
         applied.result.delta_version = latest_version(spark, path)
     return applied
+
+
+def _write(spark: SparkSession, events: DataFrame, prep, deletes_path: str, deletes: audit.DeletesAppend):
+    """One table's write (:func:`write_table`, guarded: a :class:`TableFailed` for a table that
+    cannot be applied) with its version, telling ``deletes`` what it remembers: as soon as its
+    strategy knows, or when the write ends (:attr:`TableApply.deletes`; nothing for a write that
+    failed before it knew)."""
+    name = prep.plan.name
+    try:
+        applied = guarded(name, lambda: versioned(spark, write_table(spark, events, prep, deletes_path,
+                                                                      lambda rows: deletes.add(name, rows)), prep.path))
+        deletes.add(name, None if isinstance(applied, TableFailed) else applied.deletes)
+        return applied
+    finally:
+        deletes.add(name, None)
 
 
 def write_table_failures(events: DataFrame, failures: list[tuple], fmt: str, target: str, txn: audit.Txn | None) -> None:
@@ -267,6 +283,7 @@ def _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tas
     # carry it as a session setting); they must have committed before the progress is written
     appends = list(side_tasks or [])
     applied: list[TableApply] = []
+    deletes = None
     pool = ThreadPoolExecutor(max_workers=max(1, len(appends)), thread_name_prefix="cdclake-append")
     pending = [pool.submit(t) for t in appends]
     try:
@@ -283,15 +300,19 @@ def _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tas
                 ]
             )
             failed = refused + [x for x in prepared if isinstance(x, TableFailed)]
+            ready = [prep for prep in prepared if not isinstance(prep, TableFailed)]
+            # the deletes append begins once every table knows what it remembers (before its
+            # MERGE) and runs beside the MERGEs
+            deletes = audit.DeletesAppend(target, txn, {prep.plan.name for prep in ready})
             with audit.txn_session(spark, txn):
-                written = run_all(
-                    [lambda prep=prep: guarded(prep.plan.name, lambda: versioned(spark, write_table(spark, events, prep, deletes_path), prep.path))
-                     for prep in prepared if not isinstance(prep, TableFailed)]
-                )
+                written = run_all([lambda prep=prep: _write(spark, events, prep, deletes_path, deletes) for prep in ready])
             applied = [a for a in written if not isinstance(a, TableFailed)]
             failed += [a for a in written if isinstance(a, TableFailed)]
+            deletes.wait()
         finally:
             pool.shutdown(wait=True)
+            if deletes is not None:
+                deletes.close()
         for f in pending:
             if f.exception() is not None:
                 raise f.exception()
@@ -307,10 +328,8 @@ def _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tas
         history = []
         for p in plan.tables:
             history.extend(audit.schema_history_rows(p.ddl, results.get(p.name), p.name))
-        deletes = [a.deletes for a in applied if a.deletes is not None]
         held = _held_state(spark, target, hold, progress, txn) if hold is not None else None
-        with audit.txn_session(spark, txn):
-            run_all([lambda: audit.write_deletes(deletes, target, txn), lambda: audit.record_schema_changes(spark, target, history)])
+        audit.record_schema_changes(spark, target, history)
         # last: the changelog append carrying the progress completes the batch
         audit.update_progress(spark, target, plan, progress, results, held, batch_events if changelog else None, txn)
     finally:

@@ -54,6 +54,7 @@ import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import reduce
+from typing import Callable
 
 from delta.tables import DeltaTable
 from py4j.protocol import Py4JError
@@ -665,7 +666,8 @@ def remembered_columns(table: str, key: str) -> list:
     ]
 
 
-def write_keyed(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_path: str) -> TableApply:
+def write_keyed(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_path: str,
+                remember: Callable[[DataFrame | None], None] | None = None) -> TableApply:
     """The keyed strategy's write (SCD type 1, a table with a key; called by
     :func:`cdclake.apply.strategy.write_table` for a table touched by the batch): the batch's
     last change per key MERGEd into the table (or the write that creates it): one commit.
@@ -678,7 +680,9 @@ def write_keyed(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_
     (``spark.databricks.delta.write.txnAppId``/``txnVersion``) and the table has already
     committed it (the batch is replayed after a crash), Delta skips the MERGE; the table's row
     count is then counted again (``ApplyResult.replayed``). Returns the Delta operation metrics
-    as an :class:`ApplyResult` inside a :class:`TableApply`.
+    as an :class:`ApplyResult` inside a :class:`TableApply`. ``remember``: called with the
+    batch's ``_cdclake/deletes`` rows of the table (:attr:`TableApply.deletes`, None: nothing)
+    before the MERGE.
     """
     out, plan, path, result = prep.out, prep.plan, prep.path, prep.out.result
     columns = prep.columns
@@ -687,6 +691,16 @@ def write_keyed(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_
         src, cached, moves, followed = _fold(spark, events, plan, columns, prep.truncate, prep.state, deletes_path, path if prep.exists else None,
                                    by_column=prep.column_orders)
         out.cached = cached
+        gone = src.where(F.col("_op") == "d")  # the batch's deletes and the old keys of its key changes
+        # a batch of updates without deletes remembers only the keys its updates moved away from:
+        # none in most batches, as the plan tells (may_rekey); else one small job finds out,
+        # instead of an empty append to the deletes table (its Delta transaction check: 3 jobs)
+        if plan.counts.get("d") or moves is not None or (may_rekey(plan) and not gone.isEmpty()):
+            out.deletes = gone.select(*remembered_columns(plan.name, "_key_json"))
+            if moves is not None:
+                out.deletes = out.deletes.unionByName(moves, allowMissingColumns=True)
+        if remember is not None:
+            remember(out.deletes)
         if prep.exists:
             if not _merge(spark, path, src, plan, columns, result, by_column=prep.column_orders, reach=followed):
                 result.replayed = True
@@ -699,14 +713,6 @@ def write_keyed(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_
                 writer = writer.option(k, v)
             writer.save(path)
             result.inserted = int(observed.get["n"])
-        gone = src.where(F.col("_op") == "d")  # the batch's deletes and the old keys of its key changes
-        # a batch of updates without deletes remembers only the keys its updates moved away from:
-        # none in most batches, as the plan tells (may_rekey); else one small job finds out,
-        # instead of an empty append to the deletes table (its Delta transaction check: 3 jobs)
-        if plan.counts.get("d") or moves is not None or (may_rekey(plan) and not gone.isEmpty()):
-            out.deletes = gone.select(*remembered_columns(plan.name, "_key_json"))
-            if moves is not None:
-                out.deletes = out.deletes.unionByName(moves, allowMissingColumns=True)
     prep.rows_before = rows_before
     count_rows(spark, prep)
     return out

@@ -66,6 +66,7 @@ chain longer than :data:`~cdclake.apply.moves.MOVE_HOPS` moves fills its first m
 from __future__ import annotations
 
 from functools import reduce
+from typing import Callable
 
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
@@ -692,13 +693,17 @@ def as_table_rows(versions: DataFrame, columns: dict[str, str]) -> DataFrame:
     )
 
 
-def write_history(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_path: str) -> TableApply:
+def write_history(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_path: str,
+                  remember: Callable[[DataFrame | None], None] | None = None) -> TableApply:
     """Apply the batch's changes of ``prep``'s table to its history table: one MERGE (or the
     write that creates the table). The result counts inserted and updated (ended or recomputed)
     versions, and deleted ones (only a version a table rename moved in that a later-arriving
-    change of the old table supersedes: :func:`_versions`' ``regions``)."""
+    change of the old table supersedes: :func:`_versions`' ``regions``). ``remember``: called
+    with the table's ``_cdclake/deletes`` rows (None: nothing) before the MERGE."""
     out, plan, path, result, columns = prep.out, prep.plan, prep.path, prep.out.result, prep.columns
     src, out.deletes, reach = history_source(spark, events, prep, deletes_path)
+    if remember is not None:
+        remember(out.deletes)
     src = frames.keep(src)
     out.cached.append(src)
     drops = "_drop" in src.columns  # (a table rows were moved into: superseded moved versions go)

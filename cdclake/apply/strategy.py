@@ -12,6 +12,8 @@ the three so that none of them imports another's caller.
 
 from __future__ import annotations
 
+from typing import Callable
+
 from pyspark.sql import DataFrame, SparkSession
 
 from cdclake.apply.delta_table import Prepared, TableApply, count_rows, write_keyed
@@ -19,7 +21,12 @@ from cdclake.apply.history import history_deletes, truncates, write_history
 from cdclake.apply.keyless import write_keyless
 
 
-def write_table(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_path: str) -> TableApply:
+def _nothing(_deletes: DataFrame | None) -> None:
+    """The default ``remember`` of :func:`write_table`: the caller reads :attr:`TableApply.deletes`."""
+
+
+def write_table(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_path: str,
+                remember: Callable[[DataFrame | None], None] = _nothing) -> TableApply:
     """The second step of a table's batch (after :func:`cdclake.apply.delta_table.prepare_table`):
     the batch's changes of the table written by its strategy, one commit (none for a table the
     batch does not touch).
@@ -30,17 +37,21 @@ def write_table(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_
     remembers. Returns the Delta operation metrics as an
     :class:`~cdclake.apply.delta_table.ApplyResult` inside a :class:`TableApply`; with the
     batch identity in the session, a table that committed it already is skipped by Delta
-    (``ApplyResult.replayed``).
+    (``ApplyResult.replayed``). ``remember``: called with the table's ``_cdclake/deletes`` rows
+    (:attr:`TableApply.deletes`, None: nothing) as soon as they are known, before the MERGE of
+    a keyed or history table (:class:`cdclake.apply.audit.DeletesAppend`); not called for a
+    table that remembers nothing here (keyless tables remember before their MERGE themselves).
     """
     out, plan = prep.out, prep.plan
     if prep.history:
         if not out.touched:  # remember the truncate: a late change older than it ends there
             out.deletes = history_deletes(spark, events, plan)
+            remember(out.deletes)
             return out
         # (not a DDL-only batch, unless it drops or renames a column of a table without a key,
         # whose images are counted again: cdclake.apply.keyless)
         if plan.has_changes or truncates(plan) or (not plan.key and prep.exists and plan.drops_or_renames_columns):
-            write_history(spark, events, prep, deletes_path)
+            write_history(spark, events, prep, deletes_path, remember)
         count_rows(spark, prep)
         return out
     if not out.touched:
@@ -49,4 +60,4 @@ def write_table(spark: SparkSession, events: DataFrame, prep: Prepared, deletes_
         write_keyless(spark, events, prep, deletes_path)
         count_rows(spark, prep)
         return out
-    return write_keyed(spark, events, prep, deletes_path)
+    return write_keyed(spark, events, prep, deletes_path, remember)
