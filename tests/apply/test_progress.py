@@ -10,7 +10,8 @@ from decimal import Decimal
 import pytest
 
 from cdclake.apply.audit import (
-    LAYOUT, PROGRESS_FIELDS, PROGRESS_TAG, Progress, merge_progress, progress_metadata, progress_row, progress_rows_of,
+    LAYOUT, PROGRESS_FIELDS, PROGRESS_TAG, DeletesAppend, Progress, merge_progress, progress_metadata, progress_row,
+    progress_rows_of,
 )
 from cdclake.errors import CdclakeError
 
@@ -124,3 +125,18 @@ def test_the_progress_a_changelog_commit_carries_reads_back_as_written():
         progress_rows_of(json.dumps({PROGRESS_TAG: LAYOUT + 1, "rows": []}))
     with pytest.raises(TypeError, match="not progress fields"):
         progress_row(tabel="db.t")
+
+
+def test_the_deletes_append_waits_for_every_table_and_writes_nothing_for_nothing(tmp_path):
+    # (without Spark: no table remembers anything, so no append begins)
+    sink = DeletesAppend(str(tmp_path), None, {"db.a", "db.b"})
+    sink.add("db.a", None)
+    sink.add("db.a", "not a frame: a table's first word counts")
+    with pytest.raises(RuntimeError, match="db.b"):
+        sink.wait()
+    sink = DeletesAppend(str(tmp_path), None, {"db.a", "db.b"})
+    sink.add("db.b", None)
+    sink.add("db.a", None)
+    sink.add("db.c", "not a table of the batch")
+    sink.wait()
+    assert not (tmp_path / "_cdclake").exists()
