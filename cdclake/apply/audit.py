@@ -835,9 +835,8 @@ def update_progress(
         version = latest_version(spark, path)
     if version != before:  # (not skipped as a batch applied again)
         _remember_progress(spark, path, version, merged, version)
-        files = TargetFiles(target, spark)
-        if files.exists(LEGACY_PROGRESS):  # a target of layout 2 moved forward: its progress is here now
-            files.delete_tree(LEGACY_PROGRESS)
+        if base.changelog_at is None:  # (a target of layout 2 moved forward: its progress is here now)
+            TargetFiles(target, spark).delete_tree(LEGACY_PROGRESS)
 
 
 def _decimals(name: str, v):

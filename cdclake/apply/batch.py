@@ -57,15 +57,13 @@ def versioned(spark: SparkSession, applied: TableApply, path: str) -> TableApply
 
 def _write(spark: SparkSession, events: DataFrame, prep, deletes_path: str, deletes: audit.DeletesAppend):
     """One table's write (:func:`write_table`, guarded: a :class:`TableFailed` for a table that
-    cannot be applied) with its version, telling ``deletes`` what it remembers: as soon as its
-    strategy knows, or when the write ends (:attr:`TableApply.deletes`; nothing for a write that
-    failed before it knew)."""
+    cannot be applied) with its version, telling ``deletes`` what it remembers as soon as its
+    strategy knows (every strategy that remembers anything says so before its MERGE), and
+    nothing when the write ends without having said it."""
     name = prep.plan.name
     try:
-        applied = guarded(name, lambda: versioned(spark, write_table(spark, events, prep, deletes_path,
-                                                                      lambda rows: deletes.add(name, rows)), prep.path))
-        deletes.add(name, None if isinstance(applied, TableFailed) else applied.deletes)
-        return applied
+        return guarded(name, lambda: versioned(spark, write_table(spark, events, prep, deletes_path,
+                                                                   lambda rows: deletes.add(name, rows)), prep.path))
     finally:
         deletes.add(name, None)
 
