@@ -171,7 +171,11 @@ def _formats() -> int:
         c = d.capabilities
         t.add_row(d.name, ", ".join(d.aliases), c.key, c.column_types, c.position, c.transactions,
                   "yes" if c.ddl else "no", "yes" if c.heartbeats else "no", c.snapshot_marker)
-    _console().print(t)
+    console = _console()
+    console.print(t)
+    console.print("Where the facts come from (each format's facts.json):")
+    for d in formats.all_decoders():
+        console.print(f"  {d.name}: {'; '.join(d.capabilities.sources)}", highlight=False)
     return 0
 
 

@@ -5,7 +5,8 @@
 * the decoders (``cdclake.formats``) never import the appliers, the pipeline or the CLI, and the
   appliers never import the pipeline, the streams or the CLI;
 * no module uses another module's private name (``from m import _x``, ``m._x``);
-* no function in ``cdclake.apply`` is over 80 lines (:data:`MAX_LINES`, docstring included).
+* no function in ``cdclake.apply`` is over 80 lines (:data:`MAX_LINES`, docstring included), nor in
+  the decode skeleton and the decoders already on it (issue 52).
 """
 
 from __future__ import annotations
@@ -140,3 +141,20 @@ def test_no_long_functions_in_the_appliers():
     too_long = [f"{n}.{fn.name}: {fn.end_lineno - fn.lineno + 1} lines" for n, tree in modules.items() if n.startswith("cdclake.apply.")
                 for fn in _functions(tree) if fn.end_lineno - fn.lineno + 1 > MAX_LINES]
     assert not too_long, f"functions over {MAX_LINES} lines:\n" + "\n".join(too_long)
+
+
+#: the decoders on the shared JSON skeleton (``cdclake.formats.json_common.JsonDecoder``, issue
+#: 52), which must keep to the same length rule; the others follow as they move onto it
+SKELETON_DECODERS = ("datahub_tuple", "dataworks_json", "shareplex_json")
+
+
+def test_no_long_functions_in_the_decode_skeleton_and_the_decoders_on_it():
+    modules = _modules()
+    names = {"cdclake.formats.base", "cdclake.formats.json_common"} | {f"cdclake.formats.{d}.decoder" for d in SKELETON_DECODERS}
+    too_long = [f"{n}.{fn.name}: {fn.end_lineno - fn.lineno + 1} lines" for n in sorted(names)
+                for fn in _functions(modules[n]) if fn.end_lineno - fn.lineno + 1 > MAX_LINES]
+    assert not too_long, f"functions over {MAX_LINES} lines:\n" + "\n".join(too_long)
+    # and they are on the skeleton: no decode of their own
+    for d in SKELETON_DECODERS:
+        tree = modules[f"cdclake.formats.{d}.decoder"]
+        assert not [fn for fn in _functions(tree) if fn.name == "decode"], d

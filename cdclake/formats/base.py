@@ -11,15 +11,18 @@ touches rows.
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import resources
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
 from cdclake.model import DECODED_SCHEMA, EVENT_SCHEMA
+from cdclake.sqltext import sql_str
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,25 @@ class Capabilities:
     #: holds a half back until the other arrives, as a transaction of two
     #: (:func:`cdclake.apply.plan.update_half_sql`, :mod:`cdclake.apply.transactions`)
     update_halves: bool = False
+    #: the documents these facts come from (the seeds in ``shared/seeds``, the producer's own
+    #: documentation, the public fixtures), as ``facts.json`` names them
+    sources: tuple[str, ...] = ()
+    #: ``(field, why)``: the reason behind a field's value, where it is not obvious
+    notes: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def load(cls, package: str) -> "Capabilities":
+        """The capabilities a format declares as data: ``facts.json`` in the format's package
+        (``{"format", "sources": [...], "capabilities": {field: value}, "notes": {field: why}}``).
+
+        Raises:
+            FileNotFoundError: the package has no ``facts.json``.
+            TypeError: ``capabilities`` names a field this class does not have, or lacks one it
+                must have.
+        """
+        facts = json.loads(resources.files(package).joinpath("facts.json").read_text(encoding="utf-8"))
+        return cls(**facts["capabilities"], sources=tuple(facts.get("sources", ())),
+                   notes=tuple(sorted(facts.get("notes", {}).items())))
 
 
 @dataclass(frozen=True)
@@ -156,8 +178,14 @@ class Decoder(ABC):
 
     def detect_score(self, sample: list[bytes]) -> float:
         """How sure (0..1) this decoder is that ``sample`` (the first values of an input) is its
-        format; used by ``--format auto``. Runs on the driver over a handful of records."""
-        return 0.0
+        format; used by ``--format auto``. Runs on the driver over a handful of records.
+        Default: the share of values :meth:`looks_like` accepts."""
+        return sum(1 for v in sample if self.looks_like(v)) / max(len(sample), 1)
+
+    def looks_like(self, value: bytes) -> bool:
+        """Whether one record's value has this format's shape (for :meth:`detect_score`).
+        Default: never."""
+        return False
 
 
 def finish(df: DataFrame, events: Column, error_code: Column, error_message: Column) -> DataFrame:
@@ -254,3 +282,20 @@ def position_sql(parts: list[str], text: str) -> str:
     human-readable ``text``."""
     order = ", ".join(f"cast({p} as decimal(38,0))" for p in parts)
     return f"named_struct('order', array({order}), 'text', {text})"
+
+
+def configured_key_sql(primary_keys: dict[str, list[str]], database: str, table: str) -> str:
+    """SQL: the key columns configured (``--primary-key``) for the table named by the SQL
+    expressions ``database`` and ``table`` (``array<string>``), looked up by qualified name
+    first, then by bare table name; null when none is configured (or the configured list is
+    empty)."""
+    if not primary_keys:
+        return "cast(null as array<string>)"
+    entries = ", ".join(
+        f"{sql_str(name)}, array({', '.join(sql_str(c) for c in cols)})" if cols else f"{sql_str(name)}, cast(array() as array<string>)"
+        for name, cols in primary_keys.items()
+    )
+    pks = f"map({entries})"
+    qualified = f"(case when {database} is not null then element_at({pks}, concat({database}, '.', {table})) end)"
+    found = f"coalesce({qualified}, element_at({pks}, {table}))"
+    return f"(case when size({found}) > 0 then {found} end)"

@@ -10,10 +10,14 @@ records ``from_json`` could not read.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+import json
+from abc import abstractmethod
+
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.errors import RejectCode
+from cdclake.formats.base import Decoder, DecodeOptions, finish, first_error
 
 CORRUPT = "_corrupt_record"
 
@@ -63,3 +67,62 @@ def parse_json(raw: DataFrame, schema_ddl: str, alias: str = "j", null_text_is_t
         .withColumn("parse_message", message)
         .withColumn("is_tombstone", tombstone)
     )
+
+
+def finish_json(df: DataFrame, events: Column, code: Column, message: Column, skip: Column | None = None) -> DataFrame:
+    """:func:`cdclake.formats.base.finish` for a frame read by :func:`parse_json`: a record
+    that did not parse keeps its parse error's code, and a record ``skip`` marks (default: a
+    tombstone, ``is_tombstone``) is no error at all whatever ``code`` says."""
+    skip = F.col("is_tombstone") if skip is None else skip
+    code = F.when(F.col("parse_error").isNotNull(), F.col("parse_error")).when(skip, F.lit(None)).otherwise(code)
+    return finish(df, events, code, message)
+
+
+def loads_object(value: bytes) -> dict | None:
+    """``value`` parsed as a JSON object (on the driver, for ``detect_score``); None when it is
+    not JSON or not an object."""
+    try:
+        d = json.loads(value)
+    except Exception:  # not JSON (or nested too deep to read): not an object
+        return None
+    return d if isinstance(d, dict) else None
+
+
+def parse_checks() -> list[tuple[Column, str, Column | str]]:
+    """The first rungs of every JSON format's reject ladder (:func:`first_error`): a record
+    that did not parse keeps its parse error (code and message, :func:`parse_json`), and a
+    tombstone is no error."""
+    return [(F.col("parse_error").isNotNull(), "", F.col("parse_message")), (F.col("is_tombstone"), "", "tombstone")]
+
+
+class JsonDecoder(Decoder):
+    """The decode skeleton of a JSON format: one ``from_json`` per record over the format's
+    wire schema (:func:`parse_json`), then the format's own columns (:meth:`derive`), its
+    events (:meth:`events`) and its reject checks (:meth:`checks`, after :func:`parse_checks`),
+    projected to DECODED_SCHEMA by :func:`finish_json`. A format declares
+    :attr:`wire_schema` and overrides the three steps."""
+
+    #: the fields the format reads from a record, as a Spark DDL struct body (``from_json``)
+    wire_schema: str = ""
+
+    def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
+        """DECODED_SCHEMA rows of ``raw`` (RAW_SCHEMA), one per record."""
+        df = self.derive(parse_json(raw, self.wire_schema), options)
+        code, message = first_error(*parse_checks(), *self.checks(df, options))
+        return finish_json(df, self.events(df, options), code, message)
+
+    @abstractmethod
+    def derive(self, df: DataFrame, options: DecodeOptions) -> DataFrame:
+        """``df`` (RAW_SCHEMA, the parsed record ``j``, ``text``, ``parse_error``,
+        ``parse_message``, ``is_tombstone``) with the columns :meth:`events` and
+        :meth:`checks` read."""
+
+    @abstractmethod
+    def events(self, df: DataFrame, options: DecodeOptions) -> Column:
+        """The record's events: an ``array<struct>`` of EVENT_SCHEMA's fields over
+        :meth:`derive`'s columns (:func:`cdclake.formats.base.event_sql`)."""
+
+    @abstractmethod
+    def checks(self, df: DataFrame, options: DecodeOptions) -> list[tuple[Column, str, Column | str]]:
+        """``(condition, reject code, message)`` rungs after :func:`parse_checks`, the first
+        that holds wins (:func:`cdclake.formats.base.first_error`)."""

@@ -38,8 +38,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.errors import RejectCode
-from cdclake.formats.base import Capabilities, Decoder, DecodeOptions, event_sql, finish, first_error, position_sql
-from cdclake.formats.json_common import parse_json
+from cdclake.formats.base import Capabilities, Decoder, DecodeOptions, event_sql, first_error, position_sql
+from cdclake.formats.json_common import finish_json, loads_object, parse_json
 from cdclake.formats.sqltypes import jdbc_spark_type, mysql_precision_scale, mysql_spark_type
 from cdclake.formats.typed import Sig, add_typed_image, collect_signatures, columns_literal, image_struct_sql, persist_stage, sig_case
 from cdclake.sqltext import sql_str
@@ -131,15 +131,7 @@ class CanalJsonDecoder(Decoder):
     """Canal flat-message JSON; see the module docstring for the mapping."""
 
     name = NAME
-    capabilities = Capabilities(
-        key="message (pkNames)",
-        column_types="mysqlType (MySQL type text), sqlType (java.sql.Types)",
-        position="es, id, row index",
-        transactions="gtid only (no boundaries)",
-        ddl=True,
-        heartbeats=True,
-        snapshot_marker="type INIT",
-    )
+    capabilities = Capabilities.load(__package__)  # facts.json beside this module
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
         # ---- parse: one from_json per record; rows stay raw ----------------------------------
@@ -322,19 +314,8 @@ class CanalJsonDecoder(Decoder):
                 F.expr("concat('a value does not match its mysqlType/sqlType in column(s) ', array_join(bad_cols, ', '))"),
             ),
         )
-        # parse errors keep their own code; a tombstone is not an error at all
-        code = F.when(F.col("parse_error").isNotNull(), F.col("parse_error")).when(F.col("is_tombstone"), F.lit(None)).otherwise(code)
-        return finish(df, events, code, message)
+        return finish_json(df, events, code, message)
 
-    def detect_score(self, sample: list[bytes]) -> float:
-        import json
-
-        hits = 0
-        for v in sample:
-            try:
-                d = json.loads(v)
-            except Exception:
-                continue
-            if isinstance(d, dict) and "type" in d and ("isDdl" in d or "pkNames" in d or "mysqlType" in d) and "data" in d:
-                hits += 1
-        return hits / max(len(sample), 1)
+    def looks_like(self, value: bytes) -> bool:
+        d = loads_object(value)
+        return d is not None and "type" in d and ("isDdl" in d or "pkNames" in d or "mysqlType" in d) and "data" in d

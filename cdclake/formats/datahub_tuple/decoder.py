@@ -66,13 +66,14 @@ Mapping to the canonical event (one record -> one event):
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.errors import RejectCode
-from cdclake.formats.base import Capabilities, Decoder, DecodeOptions, event_sql, finish, first_error, position_sql
-from cdclake.formats.json_common import parse_json
+from cdclake.formats.base import Capabilities, DecodeOptions, configured_key_sql, event_sql, position_sql
+from cdclake.formats.json_common import JsonDecoder, loads_object
 from cdclake.values import normalize_image_sql
+from cdclake.sqltext import sql_str
 
 NAME = "datahub-tuple"
 
@@ -95,23 +96,6 @@ _DECIMAL_RE = "^[0-9]{1,38}$"
 _MS_RE = "^-?[0-9]{1,18}$"
 
 
-def _lit(s: str) -> str:
-    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _pk_lookup_sql(primary_keys: dict[str, list[str]], database: str, table: str) -> str:
-    """SQL: the configured key columns of ``database``.``table`` (``array<string>``), looked up
-    by qualified name first, then by bare table name; null when none is configured."""
-    if not primary_keys:
-        return "cast(null as array<string>)"
-    entries = ", ".join(
-        f"{_lit(name)}, array({', '.join(_lit(c) for c in cols)})" if cols else f"{_lit(name)}, cast(array() as array<string>)"
-        for name, cols in primary_keys.items()
-    )
-    pks = f"map({entries})"
-    qualified = f"(case when {database} is not null then element_at({pks}, concat({database}, '.', {table})) end)"
-    found = f"coalesce({qualified}, element_at({pks}, {table}))"
-    return f"(case when size({found}) > 0 then {found} end)"
 
 
 def json_kind_sql(text: str, vk: str) -> str:
@@ -134,23 +118,15 @@ def kind_to_spark_sql(kind: str, vk: str) -> str:
           else 'string' end)"""
 
 
-class DatahubTupleDecoder(Decoder):
+class DatahubTupleDecoder(JsonDecoder):
     """DataHub TUPLE records as JSON objects; see the module docstring for the mapping.
 
     Files may be JSON lines or Parquet (:meth:`read_files` tells them apart by the Parquet magic
     bytes ``PAR1``)."""
 
     name = NAME
-    capabilities = Capabilities(
-        key="configuration (--primary-key); not in the record",
-        column_types="inferred from JSON value kinds (bigint, double, boolean, string)",
-        position="_sequence_id_",
-        transactions="none",
-        ddl=False,
-        heartbeats=False,
-        snapshot_marker="none",
-        update_halves=True,
-    )
+    capabilities = Capabilities.load(__package__)  # facts.json beside this module
+    wire_schema = SCHEMA
 
     def read_files(self, spark, paths: list[str]) -> DataFrame:
         """Raw records (RAW_SCHEMA) from JSON-lines files and Parquet files of TUPLE records."""
@@ -158,10 +134,9 @@ class DatahubTupleDecoder(Decoder):
 
         return read_records(spark, paths)
 
-    def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
-        df = parse_json(raw, SCHEMA)
-        meta = "array(" + ", ".join(_lit(c) for c in META_COLUMNS) + ")"
-        configured_table = _lit(options.extra["table"]) if options.extra.get("table") else "cast(null as string)"
+    def derive(self, df: DataFrame, options: DecodeOptions) -> DataFrame:
+        meta = "array(" + ", ".join(sql_str(c) for c in META_COLUMNS) + ")"
+        configured_table = sql_str(options.extra["table"]) if options.extra.get("table") else "cast(null as string)"
         parsed = "(parse_error is null and not is_tombstone)"
         df = df.selectExpr(
             "*",
@@ -198,8 +173,11 @@ class DatahubTupleDecoder(Decoder):
         df = df.selectExpr(
             "*",
             f"{normalize_image_sql('row_text', 'types', 'base64')} as row_n",
-            f"{_pk_lookup_sql(options.primary_keys, 'db', 'tbl')} as pk",
+            f"{configured_key_sql(options.primary_keys, 'db', 'tbl')} as pk",
         )
+        return df
+
+    def events(self, df: DataFrame, options: DecodeOptions) -> Column:
         columns = """transform(map_entries(kinds), e -> named_struct(
                        'name', e.key,
                        'source_type', concat('json:', e.value.kind),
@@ -221,14 +199,13 @@ class DatahubTupleDecoder(Decoder):
             position=position_sql(["seq"], "seq_text"),
             event_time_ms="et",
         )
-        events = F.expr(f"case when is_tombstone then array() else array({data_event}) end")
+        return F.expr(f"case when is_tombstone then array() else array({data_event}) end")
 
-        code, message = first_error(
-            (F.col("parse_error").isNotNull(), "", F.col("parse_message")),
-            (F.col("is_tombstone"), "", "tombstone"),
+    def checks(self, df: DataFrame, options: DecodeOptions) -> list[tuple[Column, str, Column | str]]:
+        return [
             (F.expr("nullif(op_t, '') is null"), RejectCode.SCHEMA_MISMATCH.value, "no '_operation_type_' column"),
             (
-                ~F.expr(f"op_t in ({', '.join(_lit(k) for k in OPS)})"),
+                ~F.expr(f"op_t in ({', '.join(sql_str(k) for k in OPS)})"),
                 RejectCode.UNKNOWN_OP.value,
                 F.concat(F.lit("unknown _operation_type_ "), F.col("j._operation_type_")),
             ),
@@ -248,23 +225,10 @@ class DatahubTupleDecoder(Decoder):
             (F.expr("coalesce(size(row_text), 0) <= 0"), RejectCode.MISSING_IMAGE.value, "record has no data columns"),
             (F.col("seq").isNull(), RejectCode.BAD_POSITION.value, "_sequence_id_ missing or not a decimal number"),
             (~F.col("row_n.ok"), RejectCode.BAD_VALUE.value, "a value does not match its inferred type"),
-        )
-        # parse errors keep their own code; a tombstone is not an error at all
-        code = F.when(F.col("parse_error").isNotNull(), F.col("parse_error")).when(F.col("is_tombstone"), F.lit(None)).otherwise(code)
-        return finish(df, events, code, message)
+        ]
 
-    def detect_score(self, sample: list[bytes]) -> float:
-        import json
-
-        hits = 0
-        for v in sample:
-            if v[:4] == b"PAR1":  # the head of a Parquet file: only this format reads Parquet
-                hits += 1
-                continue
-            try:
-                d = json.loads(v)
-            except Exception:
-                continue
-            if isinstance(d, dict) and "_operation_type_" in d and "_sequence_id_" in d:
-                hits += 1
-        return hits / max(len(sample), 1)
+    def looks_like(self, value: bytes) -> bool:
+        if value[:4] == b"PAR1":  # the head of a Parquet file: only this format reads Parquet
+            return True
+        d = loads_object(value)
+        return d is not None and "_operation_type_" in d and "_sequence_id_" in d

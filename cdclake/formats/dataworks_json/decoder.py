@@ -73,12 +73,12 @@ from __future__ import annotations
 
 import json
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.errors import RejectCode
-from cdclake.formats.base import Capabilities, Decoder, DecodeOptions, event_sql, finish, first_error, position_sql
-from cdclake.formats.json_common import parse_json
+from cdclake.formats.base import Capabilities, DecodeOptions, event_sql, position_sql
+from cdclake.formats.json_common import JsonDecoder, loads_object
 from cdclake.formats.typed import TS_FORMAT, Sig, add_typed_image, collect_signatures, columns_literal, persist_stage, sig_case
 from cdclake.sqltext import sql_str
 
@@ -197,25 +197,20 @@ class Signature:
             self.fallback_key = "cast(null as array<string>)"
 
 
-class DataWorksJsonDecoder(Decoder):
+class DataWorksJsonDecoder(JsonDecoder):
     """DataWorks / DataHub BLOB JSON; see the module docstring for the mapping."""
 
     name = NAME
     aliases = ("datahub-blob",)
-    capabilities = Capabilities(
-        key="message (schema.primaryKey), else #alibaba_rds_row_id# / Oracle rowid",
-        column_types="schema.dataColumn[].type (BOOLEAN, DOUBLE, LONG, STRING, DATE, BYTES)",
-        position="sequenceId (+ scn for Oracle)",
-        transactions="TRANSACTION_BEGIN/TRANSACTION_END markers (no transaction id)",
-        ddl=True,
-        heartbeats=True,
-        snapshot_marker="none (full-load rows carry sequenceId -1)",
-        update_halves=True,
-    )
+    capabilities = Capabilities.load(__package__)  # facts.json beside this module
+    wire_schema = SCHEMA
 
-    def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
-        # ---- parse: one from_json per record; images stay raw --------------------------------
-        df = parse_json(raw, SCHEMA)
+    def derive(self, df: DataFrame, options: DecodeOptions) -> DataFrame:
+        return self._typed(self._fields(df))
+
+    def _fields(self, df: DataFrame) -> DataFrame:
+        """The record's fields as columns (images stay raw), its signature ``sig``, persisted
+        once."""
         df = df.selectExpr(
             "source_record", "key", "value", "parse_error", "parse_message", "is_tombstone",
             "j.payload is null as no_payload",
@@ -242,8 +237,12 @@ class DataWorksJsonDecoder(Decoder):
             f"case when {_in('op', TABLE_OPS)} then {SIG_HASH} end as sig",
         )
         df = persist_stage(df)
+        return df
 
-        # ---- types: once per signature, on the driver ------------------------------------------
+    def _typed(self, df: DataFrame) -> DataFrame:
+        """Types once per signature on the driver, then the typed images (``after_n``,
+        ``before_n``: one conversion per column, values read by position), the key ``pk`` and
+        the columns ``cols`` (one literal per signature)."""
         sigs = [Signature(r["sig"], r["lo"]["p0"], r["lo"]["p1"], r["lo"]["p2"]) for r in collect_signatures(df, "sig", SIG_PARTS)]
 
         # ---- typed images: one conversion per column, values read by position ------------------
@@ -256,6 +255,10 @@ class DataWorksJsonDecoder(Decoder):
         fallback_key = sig_case("sig", [s.after for s in sigs], lambda s: by_id[s.id].fallback_key, "cast(null as array<string>)")
         pk = f"(case when size(pk_given) > 0 then pk_given else {fallback_key} end)"
         columns = sig_case("sig", [s.after for s in sigs], lambda s: by_id[s.id].columns, columns_literal(None))
+        return df.selectExpr("*", f"{pk} as pk", f"{columns} as cols")
+
+    def events(self, df: DataFrame, options: DecodeOptions) -> Column:
+        pk, columns = "pk", "cols"
         by_seq = position_sql(["seq"], "seq_text")
         by_seq_scn = position_sql(["seq", "scn"], "concat(seq_text, ':', scn_text)")
         by_event_time = position_sql(["et"], "concat('eventTime:', et)")
@@ -287,7 +290,7 @@ class DataWorksJsonDecoder(Decoder):
         tx_event = event_sql(**{**common, **no_table}, kind=tx_kind)
         heartbeat_event = event_sql(**{**common, **no_table, "database": "cast(null as string)"}, kind="'heartbeat'")
 
-        events = F.expr(
+        return F.expr(
             f"""case
               when is_tombstone then array()
               when {_in('op', DATA_OPS)} then array({data_event})
@@ -298,6 +301,7 @@ class DataWorksJsonDecoder(Decoder):
               else array() end"""
         )
 
+    def checks(self, df: DataFrame, options: DecodeOptions) -> list[tuple[Column, str, Column | str]]:
         is_data = F.expr(_in("op", (*DATA_OPS, *DROPPED_DATA_OPS)))
         needs_seq = F.expr(_in("op", (*DATA_OPS, *DROPPED_DATA_OPS, *DDL_OPS, TRUNCATE_OP)))
         is_marker = F.expr(_in("op", (*TX_OPS, HEARTBEAT_OP)))
@@ -305,9 +309,7 @@ class DataWorksJsonDecoder(Decoder):
         bad_number = (needs_seq | is_marker) & F.expr(
             "(seq_text is not null and seq is null) or (scn_text is not null and scn is null)"
         )
-        code, message = first_error(
-            (F.col("parse_error").isNotNull(), "", F.col("parse_message")),
-            (F.col("is_tombstone"), "", "tombstone"),
+        return [
             (F.col("no_payload"), RejectCode.SCHEMA_MISMATCH.value, "no 'payload' object"),
             (F.col("op").isNull(), RejectCode.SCHEMA_MISMATCH.value, "no 'payload.op' field"),
             (~F.expr(_in("op", KNOWN_OPS)), RejectCode.UNKNOWN_OP.value, F.concat(F.lit("unknown DataWorks op "), F.col("op"))),
@@ -337,23 +339,11 @@ class DataWorksJsonDecoder(Decoder):
                 RejectCode.BAD_VALUE.value,
                 "a value does not match its schema.dataColumn type",
             ),
-        )
-        # parse errors keep their own code; a tombstone is not an error at all
-        code = F.when(F.col("parse_error").isNotNull(), F.col("parse_error")).when(F.col("is_tombstone"), F.lit(None)).otherwise(code)
-        return finish(df, events, code, message)
+        ]
 
-    def detect_score(self, sample: list[bytes]) -> float:
-        import json
-
-        hits = 0
-        for v in sample:
-            try:
-                d = json.loads(v)
-            except Exception:
-                continue
-            if not isinstance(d, dict) or not isinstance(d.get("payload"), dict) or "schema" not in d:
-                continue
-            p = d["payload"]
-            if "op" in p and ("sequenceId" in p or "timestamp" in p):
-                hits += 1
-        return hits / max(len(sample), 1)
+    def looks_like(self, value: bytes) -> bool:
+        d = loads_object(value)
+        if d is None or not isinstance(d.get("payload"), dict) or "schema" not in d:
+            return False
+        p = d["payload"]
+        return "op" in p and ("sequenceId" in p or "timestamp" in p)

@@ -178,10 +178,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.errors import RejectCode
-from cdclake.formats.base import Capabilities, Decoder, DecodeOptions, event_sql, finish, first_error, position_sql
+from cdclake.formats.base import Capabilities, Decoder, DecodeOptions, event_sql, first_error, position_sql
 from cdclake.formats.debezium_json import connect
 from cdclake.formats.debezium_json.inferred import column_changes, ddl_text
-from cdclake.formats.json_common import CORRUPT, parse_json
+from cdclake.formats.json_common import CORRUPT, finish_json, loads_object, parse_json
 from cdclake.formats.typed import Sig, add_typed_image, collect_signatures, columns_literal, persist_stage, sig_case, unfused
 from cdclake.sqltext import sql_str
 from cdclake.formats.sqltypes import jdbc_spark_type
@@ -662,20 +662,7 @@ class DebeziumJsonDecoder(Decoder):
     """Debezium change events as JSON; see the module docstring for the mapping."""
 
     name = NAME
-    capabilities = Capabilities(
-        key="Kafka message key (its fields)",
-        column_types="Kafka Connect schema (envelope), else inferred from JSON value kinds",
-        position="connector source position (commit/change LSN, lsn, binlog file/pos/row, scn), then total_order",
-        transactions="BEGIN/END topic + event_count; transaction.id/total_order on events",
-        transaction_bounds=True,
-        ddl=True,
-        heartbeats=True,
-        snapshot_marker="op r",
-        # seed 003 (Db2 connector): the snapshot's read events carry the position read before
-        # the snapshot; streaming starts from it
-        snapshot_positions=True,
-        snapshot_ends=True,
-    )
+    capabilities = Capabilities.load(__package__)  # facts.json beside this module
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
         # ---- parse: one from_json per record; images stay raw, the Connect schema raw text -----
@@ -964,31 +951,21 @@ class DebeziumJsonDecoder(Decoder):
                 F.expr("concat('value does not fit its declared type in column(s) ', array_join(bad_cols, ', '))"),
             ),
         )
-        # parse errors keep their own code; a tombstone is not an error at all
-        code = F.when(F.col("parse_error").isNotNull(), F.col("parse_error")).when(rt == "skip", F.lit(None)).otherwise(code)
-        return finish(df, events, code, message)
+        # a record the decode skips (a tombstone, a heartbeat ...) is no error
+        return finish_json(df, events, code, message, skip=rt == "skip")
 
-    def detect_score(self, sample: list[bytes]) -> float:
-        import json
-
-        hits = 0
-        for v in sample:
-            try:
-                d = json.loads(v)
-            except Exception:
-                continue
-            if isinstance(d, dict) and "payload" in d and "schema" in d:
-                d = d["payload"]
-            if not isinstance(d, dict):
-                continue
+    def looks_like(self, value: bytes) -> bool:
+        d = loads_object(value)
+        if d is not None and "payload" in d and "schema" in d:
+            d = d["payload"]
+        if not isinstance(d, dict):
+            return False
             # Debezium's op codes are one letter; DataWorks' envelope looks alike but its ops are
             # words (INSERT, UPDATE_AFTER ...) and its payload carries sequenceId
-            if (
-                ("op" in d and d.get("op") in ("c", "u", "d", "r", "t", "m") and "sequenceId" not in d
-                 and ("source" in d or "after" in d or "before" in d))
-                or ("status" in d and "event_count" in d)
-                or ("tableChanges" in d and "source" in d)
-                or "historyRecord" in d
-            ):
-                hits += 1
-        return hits / max(len(sample), 1)
+        return (
+            ("op" in d and d.get("op") in ("c", "u", "d", "r", "t", "m") and "sequenceId" not in d
+             and ("source" in d or "after" in d or "before" in d))
+            or ("status" in d and "event_count" in d)
+            or ("tableChanges" in d and "source" in d)
+            or "historyRecord" in d
+        )

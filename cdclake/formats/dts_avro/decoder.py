@@ -129,6 +129,7 @@ from __future__ import annotations
 import io
 import re
 
+from fastavro import parse_schema, schemaless_reader
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
@@ -137,6 +138,9 @@ from cdclake.errors import RejectCode
 from cdclake.formats.base import Capabilities, Decoder, DecodeOptions, event_sql, finish, first_error, position_sql
 from cdclake.formats.dts_avro.schema import OPERATIONS, RECORD_SCHEMA, RECORD_SCHEMA_JSON, VALUE_BRANCHES
 from cdclake.values import TS_FORMAT
+
+#: the DTS ``Record`` schema as fastavro reads it (``looks_like``)
+_PARSED_RECORD_SCHEMA = parse_schema(RECORD_SCHEMA)
 
 NAME = "dts-avro"
 
@@ -546,20 +550,7 @@ class DtsAvroDecoder(Decoder):
 
     name = NAME
     file_kind = "avro"
-    capabilities = Capabilities(
-        key="message (tags.pk_uk_info PRIMARY), else configuration",
-        column_types="fields[].dataTypeNumber (MySQL type codes) and the value's union branch",
-        position="id",
-        transactions="sourceTxid; BEGIN / COMMIT (ROLLBACK) records",
-        # BEGIN, the changes and COMMIT of one transaction carry one sourceTxid (the Record
-        # schema's "record transaction id"; seen on a real stream, issue 50): a transaction
-        # that began without its COMMIT in the batch is held back
-        transaction_bounds=True,
-        ddl=True,
-        heartbeats=True,
-        snapshot_marker="operation INIT",
-        partial_images=True,
-    )
+    capabilities = Capabilities.load(__package__)  # facts.json beside this module
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
         spark = raw.sparkSession
@@ -743,19 +734,16 @@ class DtsAvroDecoder(Decoder):
     def detect_score(self, sample: list[bytes]) -> float:
         """How sure we are that ``sample`` is DTS Avro: 1.0 when it holds the header of an Avro
         container file naming the DTS ``Record`` schema (the first "line" of such a file), else
-        the share of values fastavro reads as a ``Record`` datum with nothing left over."""
-        from fastavro import parse_schema, schemaless_reader
-
+        the share of values :meth:`looks_like` accepts."""
         if any(v.startswith(b"Obj\x01") and b"com.alibaba.dts.formats.avro.Record" in v for v in sample):
             return 1.0
-        parsed = parse_schema(RECORD_SCHEMA)
-        hits = 0
-        for v in sample:
-            try:
-                buf = io.BytesIO(v)
-                rec = schemaless_reader(buf, parsed)
-            except Exception:
-                continue
-            if isinstance(rec, dict) and rec.get("operation") in OPERATIONS and buf.tell() == len(v):
-                hits += 1
-        return hits / max(len(sample), 1)
+        return super().detect_score(sample)
+
+    def looks_like(self, value: bytes) -> bool:
+        """fastavro reads ``value`` as a DTS ``Record`` datum with nothing left over."""
+        try:
+            buf = io.BytesIO(value)
+            rec = schemaless_reader(buf, _PARSED_RECORD_SCHEMA)
+        except Exception:  # not a Record datum
+            return False
+        return isinstance(rec, dict) and rec.get("operation") in OPERATIONS and buf.tell() == len(value)

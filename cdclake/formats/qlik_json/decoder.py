@@ -119,8 +119,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.errors import RejectCode
-from cdclake.formats.base import Capabilities, Decoder, DecodeOptions, event_sql, finish, first_error, position_sql
-from cdclake.formats.json_common import parse_json
+from cdclake.formats.base import Capabilities, Decoder, DecodeOptions, event_sql, first_error, position_sql
+from cdclake.formats.json_common import finish_json, loads_object, parse_json
 from cdclake.values import let, normalize_image_sql
 
 NAME = "qlik-json"
@@ -234,17 +234,7 @@ class QlikJsonDecoder(Decoder):
     """Qlik Replicate / Qlik Talend Data Integration Kafka JSON; see the module docstring."""
 
     name = NAME
-    capabilities = Capabilities(
-        key="metadata message (primaryKeyPosition > 0)",
-        column_types="metadata message tableColumns (Qlik types INT4, NUMERIC(p,s), DATETIME ...)",
-        position="headers.changeSequence",
-        transactions="transactionId + transactionEventCounter + transactionLastEvent",
-        transaction_bounds=True,
-        ddl=True,
-        heartbeats=False,
-        snapshot_marker="operation REFRESH",
-        partial_images=True,
-    )
+    capabilities = Capabilities.load(__package__)  # facts.json beside this module
 
     keeps_context = True
 
@@ -490,26 +480,15 @@ class QlikJsonDecoder(Decoder):
                 "a value does not match its column's type in the metadata message",
             ),
         )
-        # parse errors keep their own code; a tombstone is not an error at all
-        code = F.when(F.col("parse_error").isNotNull(), F.col("parse_error")).when(F.col("is_tombstone"), F.lit(None)).otherwise(code)
-        return finish(df, events, code, message)
+        return finish_json(df, events, code, message)
 
-    def detect_score(self, sample: list[bytes]) -> float:
-        import json
-
-        hits = 0
-        for v in sample:
-            try:
-                d = json.loads(v)
-            except Exception:
-                continue
-            if not isinstance(d, dict):
-                continue
-            headers = d.get("headers")
-            if (
-                d.get("magic") == MAGIC
-                or (isinstance(headers, dict) and "operation" in headers and ("data" in d or "beforeData" in d))
-                or ("lineage" in d and "tableStructure" in d)
-            ):
-                hits += 1
-        return hits / max(len(sample), 1)
+    def looks_like(self, value: bytes) -> bool:
+        d = loads_object(value)
+        if d is None:
+            return False
+        headers = d.get("headers")
+        return (
+            d.get("magic") == MAGIC
+            or (isinstance(headers, dict) and "operation" in headers and ("data" in d or "beforeData" in d))
+            or ("lineage" in d and "tableStructure" in d)
+        )

@@ -79,13 +79,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.errors import RejectCode
-from cdclake.formats.base import Capabilities, Decoder, DecodeOptions, event_sql, finish, first_error, position_sql
-from cdclake.formats.json_common import parse_json
+from cdclake.formats.base import Capabilities, DecodeOptions, configured_key_sql, event_sql, position_sql
+from cdclake.formats.json_common import JsonDecoder, loads_object
 from cdclake.formats.typed import collect_signatures, persist_stage, sig_case
+from cdclake.sqltext import sql_str
 
 NAME = "shareplex-json"
 
@@ -115,9 +116,6 @@ _EMPTY = "cast(map() as map<string,string>)"
 _SCN_RE = "^[0-9]{1,38}$"
 _SEQ_RE = "^[0-9]{1,18}$"
 
-
-def _lit(s: str) -> str:
-    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 #: what an update's signature is built from: its configured key, the columns of ``key`` and the
@@ -169,13 +167,13 @@ class UpdateSig:
     def _map(entries: list[tuple[str, str]]) -> str:
         if not entries:
             return _EMPTY
-        return f"map_from_arrays(array({', '.join(_lit(c) for c, _ in entries)}), array({', '.join(v for _, v in entries)}))"
+        return f"map_from_arrays(array({', '.join(sql_str(c) for c, _ in entries)}), array({', '.join(v for _, v in entries)}))"
 
     @staticmethod
     def _names(entries: list[tuple[str, str]]) -> str:
         if not entries:
             return "cast(array() as array<string>)"
-        return f"array({', '.join(_lit(c) for c, _ in entries)})"
+        return f"array({', '.join(sql_str(c) for c, _ in entries)})"
 
     def after_sql(self) -> str:
         changed, same = self._after(True), self._after(False)
@@ -200,47 +198,26 @@ class UpdateSig:
         return not all(c in (self.kk or ()) or c in self.dk for c in self.pk)
 
 
-def _pk_lookup_sql(primary_keys: dict[str, list[str]], database: str, table: str) -> str:
-    """SQL: the configured key columns of ``database``.``table`` (``array<string>``), looked up
-    by qualified name first, then by bare table name; null when none is configured."""
-    if not primary_keys:
-        return "cast(null as array<string>)"
-    entries = ", ".join(
-        f"{_lit(name)}, array({', '.join(_lit(c) for c in cols)})" if cols else f"{_lit(name)}, cast(array() as array<string>)"
-        for name, cols in primary_keys.items()
-    )
-    pks = f"map({entries})"
-    qualified = f"(case when {database} is not null then element_at({pks}, concat({database}, '.', {table})) end)"
-    found = f"coalesce({qualified}, element_at({pks}, {table}))"
-    return f"(case when size({found}) > 0 then {found} end)"
-
 
 def _unquote(part: str) -> str:
     return f"nullif(regexp_replace(trim({part}), '^\"(.*)\"$', '$1'), '')"
 
 
-class ShareplexJsonDecoder(Decoder):
+class ShareplexJsonDecoder(JsonDecoder):
     """DTS "Shareplex Json"; see the module docstring for the mapping."""
 
     name = NAME
-    capabilities = Capabilities(
-        key="configuration (--primary-key); none on the wire",
-        column_types="none (values are text: every column is a string)",
-        position="meta.scn, meta.seq",
-        transactions="meta.trans, seq of size (meta.idx)",
-        # seq of size: a batch applies a transaction once it holds every seq (transactions.py)
-        transaction_bounds=True,
-        ddl=True,
-        heartbeats=False,
-        snapshot_marker="none",
-        partial_images=True,
-    )
+    capabilities = Capabilities.load(__package__)  # facts.json beside this module
+    wire_schema = SCHEMA
 
-    def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
-        # ---- parse: one from_json per record; images stay raw maps --------------------------
-        df = parse_json(raw, SCHEMA)
+    def derive(self, df: DataFrame, options: DecodeOptions) -> DataFrame:
+        return self._update_layout(self._fields(df, options))
+
+    def _fields(self, df: DataFrame, options: DecodeOptions) -> DataFrame:
+        """The record's fields as columns (images stay raw maps), an update's signature
+        ``sig``, and the columns the events read, persisted once."""
         action = (
-            "(case " + " ".join(f"when op_n = {_lit(k)} then {_lit(v)}" for k, v in OPS.items()) + " end)"
+            "(case " + " ".join(f"when op_n = {sql_str(k)} then {sql_str(v)}" for k, v in OPS.items()) + " end)"
         )
         df = df.selectExpr(
             "*",
@@ -265,7 +242,7 @@ class ShareplexJsonDecoder(Decoder):
             """unix_millis(try_cast(case when time_text rlike '(Z|[+-][0-9]{2}:?[0-9]{2})$' then time_text
                                          else concat(time_text, 'Z') end as timestamp)) as et""",
         )
-        df = df.selectExpr("*", f"{_pk_lookup_sql(options.primary_keys, 'db', 'tbl')} as pk")
+        df = df.selectExpr("*", f"{configured_key_sql(options.primary_keys, 'db', 'tbl')} as pk")
         # an update's signature: its configured key and the columns of `key` and `data`, in order
         df = df.selectExpr("*", f"case when action = 'update' then xxhash64({', '.join(SIG_HASHED)}) end as sig")
         # persisted: what the events read, once
@@ -279,8 +256,11 @@ class ShareplexJsonDecoder(Decoder):
             )).alias("j"),
         )
         df = persist_stage(df)
+        return df
 
-        # ---- an update's layout: once per signature, on the driver ------------------------------
+    def _update_layout(self, df: DataFrame) -> DataFrame:
+        """An update's layout, once per signature on the driver, and its images read by
+        position (no lambda): ``key_change``, ``upd_after``, ``upd_present``, ``upd_missing``."""
         sigs = [
             UpdateSig.of(r["sig"], r["lo"]["p0"], r["lo"]["p1"], r["lo"]["p2"])
             for r in collect_signatures(df, "sig", SIG_PARTS)
@@ -299,7 +279,9 @@ class ShareplexJsonDecoder(Decoder):
             f"""{sig_case('sig', sigs, lambda s: s.present_sql(), 'cast(null as array<string>)')} as upd_present""",
             f"""{sig_case('sig', sigs, lambda s: 'true' if s.missing else 'false', 'false')} as upd_missing""",
         )
+        return df
 
+    def events(self, df: DataFrame, options: DecodeOptions) -> Column:
         position = position_sql(["scn", "coalesce(seq, 0)"], "concat_ws(':', scn_text, seq_text)")
         common = dict(
             format=f"'{NAME}'",
@@ -331,7 +313,7 @@ class ShareplexJsonDecoder(Decoder):
         ddl_text = "concat('DROP COLUMN', coalesce(concat(' ', to_json(coalesce(j.data, j.key))), ''))"
         ddl_event = event_sql(**common, kind="'ddl'", ddl=ddl_text)
 
-        events = F.expr(
+        return F.expr(
             f"""case
               when is_tombstone then array()
               when key_change then array({old_key_delete}, {data_event})
@@ -341,6 +323,7 @@ class ShareplexJsonDecoder(Decoder):
               else array() end"""
         )
 
+    def checks(self, df: DataFrame, options: DecodeOptions) -> list[tuple[Column, str, Column | str]]:
         def empty(m: str) -> str:
             return f"coalesce(size({m}), 0) <= 0"
 
@@ -349,9 +332,7 @@ class ShareplexJsonDecoder(Decoder):
              or (action in ('delete', 'update_before') and {empty('coalesce(j.data, j.key)')})
              or (action = 'update' and upd_missing)"""
         )
-        code, message = first_error(
-            (F.col("parse_error").isNotNull(), "", F.col("parse_message")),
-            (F.col("is_tombstone"), "", "tombstone"),
+        return [
             (F.expr("j.meta is null"), RejectCode.SCHEMA_MISMATCH.value, "no 'meta' object"),
             (F.expr("nullif(trim(j.meta.op), '') is null"), RejectCode.SCHEMA_MISMATCH.value, "no 'meta.op' field"),
             (F.col("action").isNull(), RejectCode.UNKNOWN_OP.value, F.concat(F.lit("unknown SharePlex op "), F.col("j.meta.op"))),
@@ -366,23 +347,9 @@ class ShareplexJsonDecoder(Decoder):
                 RejectCode.BAD_POSITION.value,
                 "meta.scn missing or not a decimal number (or meta.seq not a number)",
             ),
-        )
-        # parse errors keep their own code; a tombstone is not an error at all
-        code = F.when(F.col("parse_error").isNotNull(), F.col("parse_error")).when(F.col("is_tombstone"), F.lit(None)).otherwise(code)
-        return finish(df, events, code, message)
+        ]
 
-    def detect_score(self, sample: list[bytes]) -> float:
-        import json
-
-        hits = 0
-        for v in sample:
-            try:
-                d = json.loads(v)
-            except Exception:
-                continue
-            meta = d.get("meta") if isinstance(d, dict) else None
-            if isinstance(meta, dict) and "op" in meta and ("data" in d or "key" in d) and (
-                {"scn", "table", "trans", "rowid"} & set(meta)
-            ):
-                hits += 1
-        return hits / max(len(sample), 1)
+    def looks_like(self, value: bytes) -> bool:
+        d = loads_object(value)
+        meta = d.get("meta") if d is not None else None
+        return isinstance(meta, dict) and "op" in meta and ("data" in d or "key" in d) and bool({"scn", "table", "trans", "rowid"} & set(meta))
