@@ -34,12 +34,12 @@ from __future__ import annotations
 
 import json
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.errors import RejectCode
-from cdclake.formats.base import Capabilities, Decoder, DecodeOptions, event_sql, first_error, position_sql
-from cdclake.formats.json_common import finish_json, loads_object, parse_json
+from cdclake.formats.base import Capabilities, DecodeOptions, event_sql, position_sql
+from cdclake.formats.json_common import JsonDecoder, loads_object
 from cdclake.formats.sqltypes import jdbc_spark_type, mysql_precision_scale, mysql_spark_type
 from cdclake.formats.typed import Sig, add_typed_image, collect_signatures, columns_literal, image_struct_sql, persist_stage, sig_case
 from cdclake.sqltext import sql_str
@@ -127,15 +127,24 @@ def signature(sig_id: int, mysql: list, sql: list, keys: list) -> Sig:
     return Sig.of(sig_id, [(k, types.get(k, "string")) for k in keys], "latin1", declared)
 
 
-class CanalJsonDecoder(Decoder):
+#: the Canal types of row changes
+_IS_DATA = "t in ('INSERT', 'UPDATE', 'DELETE', 'INIT')"
+
+
+class CanalJsonDecoder(JsonDecoder):
     """Canal flat-message JSON; see the module docstring for the mapping."""
 
     name = NAME
     capabilities = Capabilities.load(__package__)  # facts.json beside this module
+    wire_schema = SCHEMA
 
-    def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
-        # ---- parse: one from_json per record; rows stay raw ----------------------------------
-        df = parse_json(raw, SCHEMA)
+    def derive(self, df: DataFrame, options: DecodeOptions) -> DataFrame:
+        return self._typed(self._fields(df, options))
+
+    def _fields(self, df: DataFrame, options: DecodeOptions) -> DataFrame:
+        """The message's fields as columns (rows stay raw), which arrays hold the after and
+        before rows, whether the message is the common one-row case (``fast``), its signature
+        ``sig``; persisted once (the rows once, not also inside ``j``)."""
         inverted = "true" if options.canal_dts_inverted else "false"
         df = df.selectExpr(
             "source_record", "key", "value", "j", "parse_error", "parse_message", "is_tombstone",
@@ -155,7 +164,6 @@ class CanalJsonDecoder(Decoder):
                       when t = 'UPDATE' then j.data else null end) as after_raw""",
             f"""(case when t = 'UPDATE' and not {inverted} then j.old else null end) as old_raw""",
         )
-        is_data = "t in ('INSERT', 'UPDATE', 'DELETE', 'INIT')"
         df = df.selectExpr(
             "*",
             "greatest(coalesce(size(after_raw), 0), coalesce(size(before_raw), 0)) as n_rows",
@@ -178,7 +186,7 @@ class CanalJsonDecoder(Decoder):
                           coalesce(transform(before_raw, m -> map_keys(m)), array()),
                           coalesce(transform(old_raw, m -> map_keys(m)), array())))) end) as keys0""",
         )
-        df = df.selectExpr("*", f"case when {is_data} and img0 is not null then xxhash64({', '.join(SIG_PARTS)}) end as sig")
+        df = df.selectExpr("*", f"case when {_IS_DATA} and img0 is not null then xxhash64({', '.join(SIG_PARTS)}) end as sig")
         # persisted: what the typed stage reads, once (the rows once, not also inside j)
         kept = ("database", "table", "pkNames", "isDdl", "mysqlType", "sqlType", "sql", "es", "id", "type", "gtid")
         df = df.select(
@@ -187,8 +195,13 @@ class CanalJsonDecoder(Decoder):
             F.struct(*[F.col(f"j.`{f}`").alias(f) for f in kept]).alias("j"),
         )
         df = persist_stage(df)
+        return df
 
-        # ---- types: once per signature, on the driver ------------------------------------------
+    def _typed(self, df: DataFrame) -> DataFrame:
+        """Types once per signature on the driver, then the typed images: ``after1``/``before1``
+        for one-row messages, ``after_m``/``before_m`` per row otherwise, ``bad_cols``, the
+        columns ``cols`` (one literal per signature) and ``bad_types`` (the signature's column
+        types are not objects)."""
         sigs, bad_sigs = [], []
         for r in collect_signatures(df, "sig", SIG_PARTS):
             try:
@@ -243,8 +256,11 @@ class CanalJsonDecoder(Decoder):
                      coalesce(flatten(transform(after_m, x -> x.bad)), cast(array() as array<string>)),
                      coalesce(flatten(transform(before_m, x -> x.bad)), cast(array() as array<string>))))) end) as bad_cols""",
         )
-
         columns = sig_case("sig", sigs, lambda s: columns_literal(s.declared), columns_literal(None))
+        return df.selectExpr("*", f"{columns} as cols", f"{bad_types} as bad_types")
+
+    def events(self, df: DataFrame, options: DecodeOptions) -> Column:
+        columns = "cols"
         pk = "(case when size(j.pkNames) > 0 then j.pkNames end)"
         common = dict(
             format=f"'{NAME}'",
@@ -276,24 +292,24 @@ class CanalJsonDecoder(Decoder):
             return event_sql(**fields)
 
         multi = data_event("element_at(before_m, i + 1).img", "element_at(after_m, i + 1).img", "i")
-        events = F.expr(
+        return F.expr(
             f"""case
               when is_tombstone then array()
-              when {is_data} and fast then array({data_event('before1', 'after1', '0')})
-              when {is_data} then transform(sequence(0, n_rows - 1), i -> {multi})
+              when {_IS_DATA} and fast then array({data_event('before1', 'after1', '0')})
+              when {_IS_DATA} then transform(sequence(0, n_rows - 1), i -> {multi})
               when t = 'TRUNCATE' then array({single_event(kind="'data'", op="'t'", ddl='j.sql')})
               when {_in('t', DDL_TYPES)} or (j.isDdl and t not in ('TRUNCATE', 'MHEARTBEAT')) then array({single_event(kind="'ddl'", ddl='j.sql', primary_key=pk)})
               when t = 'MHEARTBEAT' then array({single_event(kind="'heartbeat'", database='cast(null as string)', table='cast(null as string)')})
               else array() end"""
         )
-        data = F.expr(is_data)
+
+    def checks(self, df: DataFrame, options: DecodeOptions) -> list[tuple[Column, str, Column | str]]:
+        data = F.expr(_IS_DATA)
         known = F.expr(
             f"t in ('INSERT','UPDATE','DELETE','INIT','TRUNCATE','MHEARTBEAT') or {_in('t', DDL_TYPES + SKIP_TYPES)} or coalesce(j.isDdl, false)"
         )
-        code, message = first_error(
-            (F.col("parse_error").isNotNull(), "", F.col("parse_message")),
-            (F.col("is_tombstone"), "", "tombstone"),
-            (F.expr(bad_types), RejectCode.SCHEMA_MISMATCH.value, "'mysqlType' or 'sqlType' is not an object of column types"),
+        return [
+            (F.col("bad_types"), RejectCode.SCHEMA_MISMATCH.value, "'mysqlType' or 'sqlType' is not an object of column types"),
             (F.col("t").isNull(), RejectCode.SCHEMA_MISMATCH.value, "no 'type' field"),
             (~known, RejectCode.UNKNOWN_OP.value, F.concat(F.lit("unknown Canal type "), F.col("j.type"))),
             (
@@ -313,8 +329,7 @@ class CanalJsonDecoder(Decoder):
                 RejectCode.BAD_VALUE.value,
                 F.expr("concat('a value does not match its mysqlType/sqlType in column(s) ', array_join(bad_cols, ', '))"),
             ),
-        )
-        return finish_json(df, events, code, message)
+        ]
 
     def looks_like(self, value: bytes) -> bool:
         d = loads_object(value)
