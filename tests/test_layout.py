@@ -145,7 +145,7 @@ def test_no_long_functions_in_the_appliers():
 
 #: the decoders on the shared JSON skeleton (``cdclake.formats.json_common.JsonDecoder``, issue
 #: 52), which must keep to the same length rule; the others follow as they move onto it
-SKELETON_DECODERS = ("canal_json", "datahub_tuple", "dataworks_json", "shareplex_json")
+SKELETON_DECODERS = ("canal_json", "datahub_tuple", "dataworks_json", "qlik_json", "shareplex_json")
 
 
 def test_no_long_functions_in_the_decode_skeleton_and_the_decoders_on_it():

@@ -97,7 +97,7 @@ def parse_checks() -> list[tuple[Column, str, Column | str]]:
 
 class JsonDecoder(Decoder):
     """The decode skeleton of a JSON format: one ``from_json`` per record over the format's
-    wire schema (:func:`parse_json`), then the format's own columns (:meth:`derive`), its
+    wire schema (:meth:`parse`), then the format's own columns (:meth:`derive`), its
     events (:meth:`events`) and its reject checks (:meth:`checks`, after :func:`parse_checks`),
     projected to DECODED_SCHEMA by :func:`finish_json`. A format declares
     :attr:`wire_schema` and overrides the three steps."""
@@ -107,9 +107,15 @@ class JsonDecoder(Decoder):
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
         """DECODED_SCHEMA rows of ``raw`` (RAW_SCHEMA), one per record."""
-        df = self.derive(parse_json(raw, self.wire_schema), options)
+        df = self.derive(self.parse(raw, options), options)
         code, message = first_error(*parse_checks(), *self.checks(df, options))
         return finish_json(df, self.events(df, options), code, message)
+
+    def parse(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
+        """``raw`` with each record parsed once (:func:`parse_json` over :attr:`wire_schema`).
+        A format whose records need context from other records of the batch (Qlik's metadata
+        messages) overrides it to join that context here."""
+        return parse_json(raw, self.wire_schema)
 
     @abstractmethod
     def derive(self, df: DataFrame, options: DecodeOptions) -> DataFrame:

@@ -115,12 +115,12 @@ message before its data (again when a task starts and after every DDL).
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.errors import RejectCode
-from cdclake.formats.base import Capabilities, Decoder, DecodeOptions, event_sql, first_error, position_sql
-from cdclake.formats.json_common import finish_json, loads_object, parse_json
+from cdclake.formats.base import Capabilities, DecodeOptions, event_sql, position_sql
+from cdclake.formats.json_common import JsonDecoder, loads_object, parse_json
 from cdclake.values import let, normalize_image_sql
 
 NAME = "qlik-json"
@@ -230,11 +230,12 @@ def _by(field: str) -> str:
     return f"(l, r) -> case when {lv} < {rv} then -1 when {lv} > {rv} then 1 else 0 end"
 
 
-class QlikJsonDecoder(Decoder):
+class QlikJsonDecoder(JsonDecoder):
     """Qlik Replicate / Qlik Talend Data Integration Kafka JSON; see the module docstring."""
 
     name = NAME
     capabilities = Capabilities.load(__package__)  # facts.json beside this module
+    wire_schema = SCHEMA
 
     keeps_context = True
 
@@ -315,7 +316,9 @@ class QlikJsonDecoder(Decoder):
                end as md""",
         )
 
-    def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
+    def parse(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
+        """Each record parsed once (:meth:`_prepare`) beside the batch's metadata messages, and
+        the data message's own ``meta`` (the metadata message it is tied to) and headers."""
         df = self._prepare(raw)
         # The batch's metadata messages (few, so one broadcast row holds them all); only records
         # that can be one are parsed a second time. A cross join with that one row keeps every
@@ -339,6 +342,9 @@ class QlikJsonDecoder(Decoder):
             "nullif(trim(hdr.columnMask), '') as col_mask",
             "nullif(trim(hdr.timestamp), '') as ts_text",
         )
+        return df
+
+    def derive(self, df: DataFrame, options: DecodeOptions) -> DataFrame:
         df = df.selectExpr(
             "*",
             "case when dt_table is not null then dt_schema else meta.schema end as tbl_schema",
@@ -359,6 +365,9 @@ class QlikJsonDecoder(Decoder):
             f"{normalize_image_sql(_hex_to_base64('before_raw', 'types'), 'types', 'base64')} as before_n",
             f"case when col_mask is not null and mask_ok then {mask_ordinals_sql('col_mask')} end as mask_ords",
         )
+        return df
+
+    def events(self, df: DataFrame, options: DecodeOptions) -> Column:
         # a mask that covers every column says "the whole row": present null, as the canonical
         # event spells it (a list would mark a whole image as partial)
         keys = "map_keys(coalesce(data_raw, before_data_raw))"
@@ -404,18 +413,17 @@ class QlikJsonDecoder(Decoder):
             ddl=description,
             event_time_ms="unix_millis(try_cast(trim(lineage.timestamp) as timestamp))",
         )
-        events = F.expr(
+        return F.expr(
             f"""case when is_tombstone then array()
                      when rtype = 'MD' then array({md_event})
                      when rtype = 'DT' then array({data_event})
                      else array() end"""
         )
 
+    def checks(self, df: DataFrame, options: DecodeOptions) -> list[tuple[Column, str, Column | str]]:
         is_md = F.expr("rtype = 'MD'")
         is_dt = F.expr("rtype = 'DT'")
-        code, message = first_error(
-            (F.col("parse_error").isNotNull(), "", F.col("parse_message")),
-            (F.col("is_tombstone"), "", "tombstone"),
+        return [
             (
                 F.expr(f"wrapped and coalesce(j.magic, '') != '{MAGIC}'"),
                 RejectCode.SCHEMA_MISMATCH.value,
@@ -479,8 +487,7 @@ class QlikJsonDecoder(Decoder):
                 RejectCode.BAD_VALUE.value,
                 "a value does not match its column's type in the metadata message",
             ),
-        )
-        return finish_json(df, events, code, message)
+        ]
 
     def looks_like(self, value: bytes) -> bool:
         d = loads_object(value)
