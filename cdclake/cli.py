@@ -163,6 +163,7 @@ def _formats() -> int:
     from rich.table import Table
 
     from cdclake import formats
+    from cdclake.formats.base import format_facts
 
     t = Table(title="cdclake formats")
     for col in ("format", "aliases", "key", "column types", "position", "transactions", "DDL", "heartbeats", "snapshot"):
@@ -176,6 +177,12 @@ def _formats() -> int:
     console.print("Where the facts come from (each format's facts.json):")
     for d in formats.all_decoders():
         console.print(f"  {d.name}: {'; '.join(d.capabilities.sources)}", highlight=False)
+    console.print("Op tables (wire op -> meaning; c u d r t: insert, update, delete, snapshot read, truncate):")
+    for d in formats.all_decoders():
+        facts = format_facts(type(d).__module__.rsplit(".", 1)[0])
+        if "ops" in facts:
+            ops = ", ".join(f"{k} {v}" for k, v in facts["ops"].items())
+            console.print(f"  {d.name}: {ops} ({facts['ops_source']})", highlight=False)
     return 0
 
 

@@ -126,6 +126,7 @@ from cdclake.apply.transactions import read_held
 from cdclake.apply.types import normalize, widen
 from cdclake.formats import snapshot_position_formats
 from cdclake.model import EVENT_SCHEMA, Kind, Op, qualified_name
+from cdclake.sqltext import quote_ident
 from cdclake.values import TS_FORMAT
 
 #: applies canonical events as a batch of their own: :func:`cdclake.apply.batch.apply_batch`
@@ -181,11 +182,6 @@ def source_rows(spark: SparkSession, path: str, point: list, by_position: bool,
 def _str(v) -> str:
     """SQL string literal of ``v`` (None: a null string; else :func:`delta_table._lit`)."""
     return "cast(null as string)" if v is None else sql_str(str(v))
-
-
-def _ident(name: str) -> str:
-    """SQL identifier of column ``name`` (backquoted)."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 def record_sql(rec: tuple | None) -> str:
@@ -1070,7 +1066,7 @@ def _step_events(
     at = at_point if at_point is not None else {c: (c, t) for c, t in now.items()}
     columns = {was: t for was, t in at.values()}
     source = {was: c for c, (was, _t) in at.items()}
-    after = ("map(" + ", ".join(f"{_str(was)}, {canonical_text_sql(_ident(c), now[c])}" for c, (was, _t) in at.items()) + ")"
+    after = ("map(" + ", ".join(f"{_str(was)}, {canonical_text_sql(quote_ident(c), now[c])}" for c, (was, _t) in at.items()) + ")"
              if at else "cast(null as map<string,string>)")
     # a snapshot read that ranks below the stream (Canal/DTS INIT, Qlik REFRESH) has no stream
     # position: it goes first (-1), so a late streamed change of the old table, moved after it,
@@ -1113,7 +1109,7 @@ def _moved_by_column(rows: DataFrame, r: TableRename, point: list, columns: dict
     ``after``: SQL of the row's full image (column -> text). ``source``: column of ``columns``
     -> its name in the stored row's map, where they differ (:func:`columns_at_point`)."""
     row = ord_struct_sql(rank_sql("_cdc_op", by_position), "coalesce(_cdc_position, cast(array() as array<decimal(38,0)>))", "1", "_cdc_record")
-    m = _ident(COLUMN_ORDERS)
+    m = quote_ident(COLUMN_ORDERS)
     entries = [f"named_struct('c', cast(null as string), 'o', {row})"] + [
         f"named_struct('c', {_str(n)}, 'o', {column_order_sql(m, (source or {}).get(n, n), row)})" for n in columns if n not in key]
     keys = ", ".join(f"{_str(k)}, element_at(_all, {_str(k)})" for k in key)

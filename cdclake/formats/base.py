@@ -25,6 +25,17 @@ from cdclake.model import DECODED_SCHEMA, EVENT_SCHEMA
 from cdclake.sqltext import sql_str
 
 
+def format_facts(package: str) -> dict:
+    """A format's facts as data: ``facts.json`` in its package (``format``; ``sources``, the
+    documents they come from; ``capabilities``; ``notes``; ``ops``, the wire op -> what it
+    means, with ``ops_source``, where the seed lists them).
+
+    Raises:
+        FileNotFoundError: the package has no ``facts.json``.
+    """
+    return json.loads(resources.files(package).joinpath("facts.json").read_text(encoding="utf-8"))
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a format carries, as the ``cdclake formats`` table shows it."""
@@ -73,7 +84,7 @@ class Capabilities:
             TypeError: ``capabilities`` names a field this class does not have, or lacks one it
                 must have.
         """
-        facts = json.loads(resources.files(package).joinpath("facts.json").read_text(encoding="utf-8"))
+        facts = format_facts(package)
         return cls(**facts["capabilities"], sources=tuple(facts.get("sources", ())),
                    notes=tuple(sorted(facts.get("notes", {}).items())))
 

@@ -21,7 +21,14 @@ def test_facts_json_is_what_the_decoder_declares(decoder):
     package = type(decoder).__module__.rsplit(".", 1)[0]
     facts = json.loads(resources.files(package).joinpath("facts.json").read_text(encoding="utf-8"))
     assert facts["format"] == decoder.name
-    assert set(facts) <= {"format", "sources", "capabilities", "notes"}
+    assert set(facts) <= {"format", "sources", "capabilities", "notes", "ops", "ops_source"}
+    # the op table, where the format has one, and the seed that lists it
+    if "ops" in facts:
+        assert facts["ops_source"].startswith("seed 00")
+        meanings = {"c", "u", "d", "r", "t", "ddl", "skip", "tx_begin", "tx_end", "heartbeat"}
+        if decoder.name == "shareplex-json":  # its ops name what the decoder does with a row
+            meanings = {"insert", "update", "delete", "truncate", "update_before", "update_after", "drop_column"}
+        assert facts["ops"] and set(facts["ops"].values()) <= meanings
     # every source is named, a seed by its file in shared/seeds
     assert facts["sources"] and all(isinstance(s, str) and s for s in facts["sources"])
     assert any(s.startswith("seed 00") for s in facts["sources"])

@@ -38,7 +38,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.errors import RejectCode
-from cdclake.formats.base import Capabilities, DecodeOptions, event_sql, position_sql
+from cdclake.formats.base import Capabilities, DecodeOptions, event_sql, format_facts, position_sql
 from cdclake.formats.json_common import JsonDecoder, loads_object
 from cdclake.formats.sqltypes import jdbc_spark_type, mysql_precision_scale, mysql_spark_type
 from cdclake.formats.typed import Sig, add_typed_image, collect_signatures, columns_literal, image_struct_sql, persist_stage, sig_case
@@ -53,9 +53,11 @@ SCHEMA = (
     "gtid string"
 )
 
-DATA_TYPES = {"INSERT": "c", "UPDATE": "u", "DELETE": "d", "INIT": "r"}
-DDL_TYPES = ("CREATE", "ALTER", "ERASE", "RENAME", "CINDEX", "DINDEX", "QUERY", "INIT_DDL", "DDL")
-SKIP_TYPES = ("GTID", "XACOMMIT", "XAROLLBACK", "BEGIN", "COMMIT")
+#: the Canal type -> what it means (facts.json ``ops``)
+OPS: dict[str, str] = format_facts(__package__)["ops"]
+DATA_TYPES = {k: v for k, v in OPS.items() if v in ("c", "u", "d", "r")}
+DDL_TYPES = tuple(k for k, v in OPS.items() if v == "ddl")
+SKIP_TYPES = tuple(k for k, v in OPS.items() if v == "skip")
 
 #: what a data message's signature is hashed from: its type declarations and its rows' columns
 #: (``mysqlType`` and ``sqlType`` stay raw JSON text per record: they are read once per signature,

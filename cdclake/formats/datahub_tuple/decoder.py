@@ -70,7 +70,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.errors import RejectCode
-from cdclake.formats.base import Capabilities, DecodeOptions, configured_key_sql, event_sql, position_sql
+from cdclake.formats.base import Capabilities, DecodeOptions, configured_key_sql, event_sql, format_facts, position_sql
 from cdclake.formats.json_common import JsonDecoder, loads_object
 from cdclake.values import normalize_image_sql
 from cdclake.sqltext import sql_str
@@ -90,7 +90,8 @@ META_COLUMNS = (
 SCHEMA = ", ".join(f"{c} string" for c in META_COLUMNS)
 
 #: ``_operation_type_`` -> op code
-OPS = {"I": "c", "U": "u", "D": "d"}
+#: ``_operation_type_`` -> op (facts.json ``ops``)
+OPS: dict[str, str] = format_facts(__package__)["ops"]
 
 _DECIMAL_RE = "^[0-9]{1,38}$"
 _MS_RE = "^-?[0-9]{1,18}$"

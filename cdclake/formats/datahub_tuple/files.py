@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdclake.sources.files import number_records, read_lines, resolve_inputs
+from cdclake.sqltext import quote_ident
 
 PARQUET_MAGIC = b"PAR1"
 
@@ -22,10 +23,6 @@ def is_parquet(path: str) -> bool:
     """True when the file starts with the Parquet magic bytes (reads 4 bytes on the driver)."""
     with open(path, "rb") as fh:
         return fh.read(4) == PARQUET_MAGIC
-
-
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def read_parquet_records(spark: SparkSession, paths: list[str]) -> DataFrame:
@@ -47,7 +44,7 @@ def read_parquet_records(spark: SparkSession, paths: list[str]) -> DataFrame:
     """
     files = resolve_inputs(paths)
     df = spark.read.option("mergeSchema", "true").parquet(*files)
-    value = F.encode(F.to_json(F.struct(*[F.col(_q(c)) for c in df.columns])), "UTF-8")
+    value = F.encode(F.to_json(F.struct(*[F.col(quote_ident(c)) for c in df.columns])), "UTF-8")
     return number_records(df, value)
 
 

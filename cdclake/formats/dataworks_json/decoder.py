@@ -77,7 +77,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.errors import RejectCode
-from cdclake.formats.base import Capabilities, DecodeOptions, event_sql, position_sql
+from cdclake.formats.base import Capabilities, DecodeOptions, event_sql, format_facts, position_sql
 from cdclake.formats.json_common import JsonDecoder, loads_object
 from cdclake.formats.typed import TS_FORMAT, Sig, add_typed_image, collect_signatures, columns_literal, persist_stage, sig_case
 from cdclake.sqltext import sql_str
@@ -96,15 +96,17 @@ SCHEMA = (
 
 #: ``UPDATE_BEFORE`` is how Apache Paimon's DataWorks parser spells the before half; the seeds
 #: spell it ``UPDATE_BEFOR``. Both are accepted.
-DATA_OPS = {"INSERT": "c", "UPDATE_AFTER": "u", "DELETE": "d", "UPDATE_BEFOR": "u", "UPDATE_BEFORE": "u"}
+#: ``payload.op`` -> what it means (facts.json ``ops``)
+OPS: dict[str, str] = format_facts(__package__)["ops"]
+DATA_OPS = {k: v for k, v in OPS.items() if v in ("c", "u", "d", "r")}
 BEFORE_HALVES = ("UPDATE_BEFOR", "UPDATE_BEFORE")
 #: data records that decode to no event
 DROPPED_DATA_OPS: tuple[str, ...] = ()
-DDL_OPS = ("CREATE", "ALTER", "ERASE", "QUERY", "RENAME", "CINDEX", "DINDEX")
-TX_OPS = {"TRANSACTION_BEGIN": "tx_begin", "TRANSACTION_END": "tx_end"}
-SKIP_OPS = ("GTID", "XACOMMIT", "XAROLLBACK")
-HEARTBEAT_OP = "MHEARTBEAT"
-TRUNCATE_OP = "TRUNCATE"
+DDL_OPS = tuple(k for k, v in OPS.items() if v == "ddl")
+TX_OPS = {k: v for k, v in OPS.items() if v in ("tx_begin", "tx_end")}
+SKIP_OPS = tuple(k for k, v in OPS.items() if v == "skip")
+(HEARTBEAT_OP,) = (k for k, v in OPS.items() if v == "heartbeat")
+(TRUNCATE_OP,) = (k for k, v in OPS.items() if v == "t")
 KNOWN_OPS = (*DATA_OPS, *DROPPED_DATA_OPS, *DDL_OPS, *TX_OPS, *SKIP_OPS, HEARTBEAT_OP, TRUNCATE_OP)
 #: the records whose events carry ``columns`` / ``primary_key``: they get a signature
 TABLE_OPS = (*DATA_OPS, *DROPPED_DATA_OPS, TRUNCATE_OP, *DDL_OPS)

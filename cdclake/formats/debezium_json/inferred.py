@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from cdclake.sqltext import quote_ident
+
 Column = tuple[str, str]  # (name, Spark type)
 
 
@@ -60,13 +62,9 @@ def column_changes(old: Sequence[Column], new: Sequence[Column]) -> list[tuple[s
     return out
 
 
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def ddl_text(table: str, change: tuple[str, ...]) -> str:
     """The MySQL-dialect statement of one :func:`column_changes` entry on ``table`` (its bare
     name): what :mod:`cdclake.apply.ddl` reads."""
     if change[0] == "rename":
-        return f"ALTER TABLE {_quote(table)} RENAME COLUMN {_quote(change[1])} TO {_quote(change[2])}"
-    return f"ALTER TABLE {_quote(table)} DROP COLUMN {_quote(change[1])}"
+        return f"ALTER TABLE {quote_ident(table)} RENAME COLUMN {quote_ident(change[1])} TO {quote_ident(change[2])}"
+    return f"ALTER TABLE {quote_ident(table)} DROP COLUMN {quote_ident(change[1])}"

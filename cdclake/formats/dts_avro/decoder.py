@@ -135,7 +135,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
 
 from cdclake.errors import RejectCode
-from cdclake.formats.base import Capabilities, Decoder, DecodeOptions, event_sql, finish, first_error, position_sql
+from cdclake.formats.base import Capabilities, DecodeOptions, Decoder, event_sql, finish, first_error, format_facts, position_sql
 from cdclake.formats.dts_avro.schema import OPERATIONS, RECORD_SCHEMA, RECORD_SCHEMA_JSON, VALUE_BRANCHES
 from cdclake.values import TS_FORMAT
 
@@ -144,10 +144,12 @@ _PARSED_RECORD_SCHEMA = parse_schema(RECORD_SCHEMA)
 
 NAME = "dts-avro"
 
-DATA_OPS = {"INSERT": "c", "UPDATE": "u", "DELETE": "d", "INIT": "r"}
-TX_OPS = {"BEGIN": "tx_begin", "COMMIT": "tx_end", "ROLLBACK": "tx_end"}
-DDL_OP = "DDL"
-HEARTBEAT_OP = "HEARTBEAT"
+#: ``operation`` -> what it means (facts.json ``ops``); the schema's other operations are skipped
+OPS: dict[str, str] = format_facts(__package__)["ops"]
+DATA_OPS = {k: v for k, v in OPS.items() if v in ("c", "u", "d", "r")}
+TX_OPS = {k: v for k, v in OPS.items() if v in ("tx_begin", "tx_end")}
+(DDL_OP,) = (k for k, v in OPS.items() if v == "ddl")
+(HEARTBEAT_OP,) = (k for k, v in OPS.items() if v == "heartbeat")
 #: operations that carry nothing to apply: no event, not an error
 SKIP_OPS = tuple(o for o in OPERATIONS if o not in (*DATA_OPS, *TX_OPS, DDL_OP, HEARTBEAT_OP))
 

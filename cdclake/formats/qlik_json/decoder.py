@@ -119,7 +119,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.errors import RejectCode
-from cdclake.formats.base import Capabilities, DecodeOptions, event_sql, position_sql
+from cdclake.formats.base import Capabilities, DecodeOptions, event_sql, format_facts, position_sql
 from cdclake.formats.json_common import JsonDecoder, loads_object, parse_json
 from cdclake.values import let, normalize_image_sql
 
@@ -144,7 +144,8 @@ SCHEMA = f"magic string, type string, messageSchemaId string, messageSchema stri
 
 MAGIC = "atMSG"
 #: ``headers.operation`` -> op code
-OPS = {"REFRESH": "r", "INSERT": "c", "UPDATE": "u", "DELETE": "d"}
+#: ``headers.operation`` -> op (facts.json ``ops``)
+OPS: dict[str, str] = format_facts(__package__)["ops"]
 _DECIMAL_RE = "^[0-9]{1,38}$"
 _HEX_RE = "^[0-9A-Fa-f]+$"
 _MAX_INT = 2147483647

@@ -83,7 +83,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.errors import RejectCode
-from cdclake.formats.base import Capabilities, DecodeOptions, configured_key_sql, event_sql, position_sql
+from cdclake.formats.base import Capabilities, DecodeOptions, configured_key_sql, event_sql, format_facts, position_sql
 from cdclake.formats.json_common import JsonDecoder, loads_object
 from cdclake.formats.typed import collect_signatures, persist_stage, sig_case
 from cdclake.sqltext import sql_str
@@ -97,18 +97,8 @@ SCHEMA = (
 )
 
 #: the wire op (upper-cased, spaces/underscores collapsed to one space) -> what the decoder does
-OPS = {
-    "INS": "insert",
-    "INSERT": "insert",
-    "UPD": "update",
-    "UPDATE": "update",
-    "DEL": "delete",
-    "DELETE": "delete",
-    "TRUNCATE": "truncate",
-    "UPDATE BEFORE": "update_before",
-    "UPDATE AFTER": "update_after",
-    "DROP COLUMN": "drop_column",
-}
+#: (facts.json ``ops``)
+OPS: dict[str, str] = format_facts(__package__)["ops"]
 DATA_ACTIONS = ("insert", "update", "delete", "update_before", "update_after")
 
 _EMPTY = "cast(map() as map<string,string>)"
