@@ -55,7 +55,7 @@ def read_lines(spark: SparkSession, paths: list[str]) -> DataFrame:
     text = spark.read.format("text").load(files)
     value = F.col("value")
     # a blank line is not a record: trim only lines that start with whitespace (JSON starts with '{')
-    blank = (F.length(value) == 0) | ((F.ascii(value) <= 32) & (F.trim(value) == ""))
+    blank = (F.octet_length(value) == 0) | ((F.ascii(value) <= 32) & (F.trim(value) == ""))
     if len(files) == 1 and Path(files[0]).stat().st_size <= one_split_bytes(spark):
         return _raw(text.select(
             F.encode(value, "UTF-8").alias("value"), (~blank).alias("keep"),

@@ -75,7 +75,8 @@ from pathlib import Path
 
 from fastavro import parse_schema, reader, schemaless_reader, schemaless_writer, writer
 
-from cdclake.formats.dts_avro.decoder import MYSQL_TYPES, NAME
+from cdclake.formats.dts_avro.decoder import NAME
+from cdclake.formats.dts_avro.types import MYSQL_TYPES
 from cdclake.formats.dts_avro.schema import NAMESPACE, RECORD_SCHEMA
 from cdclake.formats.encoding import Encoded, Encoder, sequence_numbers, two_level
 

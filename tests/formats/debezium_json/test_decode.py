@@ -744,7 +744,7 @@ def test_the_real_postgresql_connector_s_records(spark):
     # records the real connector wrote (Debezium 3.6.1.Final, pgoutput, transaction metadata on;
     # golden/postgres-3.6.1.jsonl, captured by tests/real's set-up): transaction ids are
     # <txId>:<LSN of the record>, numerics of 45 and 48 digits, a NaN, an unchanged TOASTed text
-    from cdclake.formats.debezium_json.decoder import PLACEHOLDER
+    from cdclake.formats.debezium_json.wire import PLACEHOLDER
 
     _, events, rejects = decode_file(spark, FMT, GOLDEN / "postgres-3.6.1.jsonl")
     assert rejects == []

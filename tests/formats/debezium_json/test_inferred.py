@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 
-from cdclake.formats.debezium_json.decoder import PLACEHOLDER, placeholder_forms
+from cdclake.formats.debezium_json.wire import PLACEHOLDER, placeholder_forms
 from cdclake.formats.debezium_json.inferred import column_changes, ddl_text
 
 A, B, C = ("a", "int"), ("b", "string"), ("c", "int")
