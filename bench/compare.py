@@ -14,7 +14,11 @@ in the whole-process rows.
 
 Rows, for each N (ids for ``--only``, comma-separated fnmatch patterns):
 
-  decode:<fmt>    cdclake decode only (read_files + decode + explode, noop sink)
+  decode:<fmt>    cdclake decode only (read_files + decode + explode, noop sink, in a batch scope
+                  as the pipeline runs it)
+  floor:<fmt>     the decode floor of a format other than canal-json: Spark's own parse of the
+                  same file (read_files, then one from_json of the decoder's wire schema, or
+                  from_avro of the DTS datums; every field, noop sink)
   ingest:<fmt>    cdclake whole ingest, file input, fresh target
   from_json       Spark from_json + explode over the same canal file (the decode floor)
   parse_json      Spark parse_json + variant_explode over it
@@ -76,6 +80,9 @@ TABLE = "shop.orders"
 QUICK = {"events": "20000", "keys": "4000", "warm_batches": 5, "warm_size": 500}
 TARGETS = {
     "decode": ("cdclake decode canal-json / Spark from_json + explode", 2.0),
+    "decode@dataworks-json": ("cdclake decode dataworks-json / Spark from_json of its wire schema", 2.0),
+    "decode@debezium-json": ("cdclake decode debezium-json / Spark from_json of its envelope", 3.0),
+    "decode@dts-avro": ("cdclake decode dts-avro / Spark from_avro of the same datums", 3.0),
     "ingest": ("cdclake ingest canal-json / docs pattern", 1.3),
     "warm": ("warm 500-event batch: cdclake / docs MERGE", 1.3),
     "tiny": ("11 events, whole process: cdclake / docs script", 1.2),
@@ -109,6 +116,7 @@ def row_label(rid: str, args) -> str:
         "decode": f"cdclake decode only ({arg})",
         "ingest": f"cdclake whole ingest, file input ({arg})",
         "from_json": "Spark from_json + explode (canal, decode floor)",
+        "floor": f"Spark's own parse, decode floor ({arg})",
         "parse_json": "Spark parse_json + explode (canal)",
         "docs": "Delta docs CDC upsert pattern (from_json, explode, max_by, one MERGE)",
         "incr": f"second batch, 10% changes (incremental MERGE): {'cdclake' if arg == 'cdclake' else 'docs pattern'}",
@@ -126,7 +134,7 @@ def plan_rows(args) -> list[tuple[str, int | None]]:
     rows: list[tuple[str, int | None]] = []
     for n in args.event_list:
         per_n = ["from_json", "decode:canal-json", "parse_json"]
-        per_n += [f"decode:{f}" for f in args.format_list if f != "canal-json"]
+        per_n += [r for f in args.format_list if f != "canal-json" for r in (f"floor:{f}", f"decode:{f}")]
         per_n += ["docs", "ingest:canal-json"] + [f"ingest:{f}" for f in args.format_list if f != "canal-json"]
         per_n += ["incr:docs", "incr:cdclake"]
         rows += [(r, n) for r in per_n]
@@ -248,6 +256,23 @@ def _copy(src: str, dst: str) -> None:
     shutil.copytree(src, dst)
 
 
+def _floor(spark, fmt: str, path: str):
+    """The decode floor of ``fmt`` over ``path``: the raw records as the decoder reads them
+    (``read_files``), each parsed once by Spark alone (``from_json`` of the decoder's wire
+    schema; ``from_avro`` of the DTS ``Record`` datums), every field selected."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import from_avro
+
+    from cdclake import formats
+    from cdclake.formats.dts_avro.schema import RECORD_SCHEMA_JSON
+
+    dec = formats.get(fmt)
+    raw = dec.read_files(spark, [path])
+    if fmt == "dts-avro":
+        return raw.select(from_avro(F.col("value"), RECORD_SCHEMA_JSON, {"mode": "PERMISSIVE"}).alias("r")).select("r.*")
+    return raw.select(F.from_json(F.col("value").cast("string"), dec.wire_schema).alias("j")).select("j.*")
+
+
 def worker(spec: dict) -> dict:
     """Run one measurement (``spec["kind"]``) and return its result."""
     kind = spec["kind"]
@@ -268,6 +293,7 @@ def worker(spec: dict) -> dict:
 
     from cdclake import formats
     from cdclake.formats.base import DecodeOptions
+    from cdclake.formats.skeleton import batch_scope
     from cdclake.spark import get_spark
 
     spark = get_spark(master=spec.get("master"))
@@ -373,8 +399,11 @@ def worker(spec: dict) -> dict:
     if kind == "decode":
         dec = formats.get(fmt)
         raw = dec.read_files(spark, [path])
-        decoded = dec.decode(raw, DecodeOptions(primary_keys=W.PRIMARY_KEYS.get(fmt, {})))
-        decoded.select(F.explode("events").alias("e")).select("e.*").write.format("noop").mode("overwrite").save()
+        with batch_scope():  # as the pipeline decodes a batch
+            decoded = dec.decode(raw, DecodeOptions(primary_keys=W.PRIMARY_KEYS.get(fmt, {})))
+            decoded.select(F.explode("events").alias("e")).select("e.*").write.format("noop").mode("overwrite").save()
+    elif kind == "floor":
+        _floor(spark, fmt, path).write.format("noop").mode("overwrite").save()
     elif kind in ("ingest", "incr-cdclake"):
         s = _ingest(spark, fmt, [path], spec["target"])
         note = _summary_note(s)
@@ -597,7 +626,7 @@ def main() -> None:
 
     for rid, n in rows:
         kind, _, arg = rid.partition(":")
-        if kind in ("decode", "ingest"):
+        if kind in ("decode", "ingest", "floor"):
             need(arg, 0, n, key_of[n])
         elif kind in ("from_json", "parse_json", "docs"):
             need("canal-json", 0, n, key_of[n])
@@ -672,8 +701,8 @@ def main() -> None:
         nbytes = None
         spec: dict = {}
         err = None
-        if kind == "decode":
-            spec = {"kind": "decode", "format": arg, "input": inp(arg, 0, n, key_of[n])}
+        if kind in ("decode", "floor"):
+            spec = {"kind": kind, "format": arg, "input": inp(arg, 0, n, key_of[n])}
         elif kind == "ingest":
             spec = {"kind": "ingest", "format": arg, "input": inp(arg, 0, n, key_of[n]),
                     "target": str(RUN / f"n{n}" / f"ingest-{arg}")}
@@ -804,6 +833,9 @@ def main() -> None:
 
     for n in args.event_list:
         ratio("decode", secs("decode:canal-json", n), secs("from_json", n), f", N={n}")
+        for f in args.format_list:
+            if f"decode@{f}" in TARGETS:
+                ratio(f"decode@{f}", secs(f"decode:{f}", n), secs(f"floor:{f}", n), f", N={n}")
         ratio("ingest", secs("ingest:canal-json", n), secs("docs", n), f", N={n}" + ("" if n == 1_000_000 else " (the target is for 1M)"))
     for f in SIDE_FORMATS:
         at = "" if f == "canal-json" else f"@{f}"

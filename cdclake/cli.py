@@ -163,7 +163,7 @@ def _formats() -> int:
     from rich.table import Table
 
     from cdclake import formats
-    from cdclake.formats.base import format_facts
+    from cdclake.formats.facts import format_facts
 
     t = Table(title="cdclake formats")
     for col in ("format", "aliases", "key", "column types", "position", "transactions", "DDL", "heartbeats", "snapshot"):

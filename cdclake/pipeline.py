@@ -25,7 +25,7 @@ from cdclake.apply.renames import keys_through_renames
 from cdclake.apply.tasks import table_path
 from cdclake.errors import CdclakeError, RejectCode
 from cdclake.formats.base import Decoder, DecodeOptions, Limits, TargetTable
-from cdclake.formats.typed import batch_scope
+from cdclake.formats.skeleton import batch_scope
 from cdclake.sources.files import resolve_inputs
 
 

@@ -2,7 +2,7 @@
 
 Decoders and appliers build SQL expressions as text (one ``F.expr`` / ``where`` string is one
 py4j call, a tree of Column calls is many); every value from a message or a configuration that
-enters such a text goes through these two functions.
+enters such a text goes through these functions.
 """
 
 from __future__ import annotations
@@ -18,3 +18,28 @@ def quote_ident(name: str) -> str:
     """A back-quoted Spark SQL identifier: ``name`` between backquotes, a backquote in it
     doubled."""
     return "`" + name.replace("`", "``") + "`"
+
+
+def sql_in(expr: str, values) -> str:
+    """SQL: ``expr in ('v1', 'v2' ...)`` over the strings ``values`` (:func:`sql_str` each);
+    ``false`` when there are none."""
+    vals = list(values)
+    if not vals:
+        return "false"
+    return f"{expr} in ({', '.join(sql_str(v) for v in vals)})"
+
+
+def sql_case(expr: str, mapping: dict[str, str], default: str = "null") -> str:
+    """SQL: ``CASE expr WHEN 'key' THEN value ... ELSE default END``: ``mapping``'s keys are
+    strings (:func:`sql_str` each), its values SQL expressions."""
+    if not mapping:
+        return default
+    whens = " ".join(f"when {sql_str(k)} then {v}" for k, v in mapping.items())
+    return f"(case {expr} {whens} else {default} end)"
+
+
+def sql_let(expr: str, var: str, body: str) -> str:
+    """SQL: ``body`` with the lambda variable ``var`` bound to ``expr``, evaluated once
+    (``element_at(transform(array(expr), var -> body), 1)``): for a value a lambda body reads
+    several times."""
+    return f"element_at(transform(array({expr}), {var} -> {body}), 1)"

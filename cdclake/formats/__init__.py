@@ -7,7 +7,8 @@
 from __future__ import annotations
 
 from cdclake.errors import CdclakeError
-from cdclake.formats.base import Capabilities, Decoder, DecodeOptions
+from cdclake.formats.base import Decoder, DecodeOptions
+from cdclake.formats.facts import Capabilities
 
 _REGISTRY: dict[str, Decoder] = {}
 _ALIASES: dict[str, str] = {}

@@ -2,7 +2,7 @@
 
 A decoder is a class named after its format, registered explicitly in
 :mod:`cdclake.formats` (``register(CanalJsonDecoder())``). What a format carries is data
-(:class:`Capabilities`), not ``if name == ...`` chains in the pipeline.
+(:class:`cdclake.formats.facts.Capabilities`), not ``if name == ...`` chains in the pipeline.
 
 Where code runs: ``decode`` is called once on the driver and only *builds* a DataFrame plan
 from Spark SQL expressions; the rows are decoded in the JVM on the executors. No Python code
@@ -11,82 +11,17 @@ touches rows.
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import resources
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
 from cdclake.model import DECODED_SCHEMA, EVENT_SCHEMA
+from cdclake.formats.facts import Capabilities
 from cdclake.sqltext import sql_str
-
-
-def format_facts(package: str) -> dict:
-    """A format's facts as data: ``facts.json`` in its package (``format``; ``sources``, the
-    documents they come from; ``capabilities``; ``notes``; ``ops``, the wire op -> what it
-    means, with ``ops_source``, where the seed lists them).
-
-    Raises:
-        FileNotFoundError: the package has no ``facts.json``.
-    """
-    return json.loads(resources.files(package).joinpath("facts.json").read_text(encoding="utf-8"))
-
-
-@dataclass(frozen=True)
-class Capabilities:
-    """What a format carries, as the ``cdclake formats`` table shows it."""
-
-    key: str  # where the primary key comes from, e.g. "message (pkNames)", "configuration"
-    column_types: str  # "mysqlType / sqlType", "Kafka Connect schema", "none" ...
-    position: str  # the ordering coordinate, e.g. "es, id"
-    transactions: str  # "none", "BEGIN/END topic + event_count" ...
-    ddl: bool
-    heartbeats: bool
-    snapshot_marker: str  # "type INIT", "op r", "none" ...
-    partial_images: bool = False
-    #: snapshot rows carry the source position the snapshot was read at, which orders with
-    #: the streamed changes' positions (Debezium: every ``r`` row of a snapshot carries the
-    #: offset read before it, and streaming goes on from there): the applier then orders them
-    #: by position like streamed changes, so a snapshot taken again after a delete or
-    #: truncate lands. Else snapshot rows rank below every streamed change.
-    snapshot_positions: bool = False
-    #: the format's events carry enough to tell a transaction that is not complete yet (its
-    #: size, its last event, or BEGIN/END markers with the changes' transaction id): the
-    #: applier then holds an open transaction back until the rest arrives
-    #: (:mod:`cdclake.apply.transactions`)
-    transaction_bounds: bool = False
-    #: the format marks the last row of a table's full snapshot (Debezium's ``source.snapshot``
-    #: ``last_in_data_collection`` / ``last``): ``--snapshot-removes-missing`` can follow it
-    #: (:attr:`DecodeOptions.snapshot_ends`)
-    snapshot_ends: bool = False
-    #: the format writes an update as two records, a before half and an after half of one
-    #: position (DataWorks ``UPDATE_BEFOR``/``UPDATE_AFTER``, TUPLE's two rows): the applier
-    #: holds a half back until the other arrives, as a transaction of two
-    #: (:func:`cdclake.apply.plan.update_half_sql`, :mod:`cdclake.apply.transactions`)
-    update_halves: bool = False
-    #: the documents these facts come from (the seeds in ``shared/seeds``, the producer's own
-    #: documentation, the public fixtures), as ``facts.json`` names them
-    sources: tuple[str, ...] = ()
-    #: ``(field, why)``: the reason behind a field's value, where it is not obvious
-    notes: tuple[tuple[str, str], ...] = ()
-
-    @classmethod
-    def load(cls, package: str) -> "Capabilities":
-        """The capabilities a format declares as data: ``facts.json`` in the format's package
-        (``{"format", "sources": [...], "capabilities": {field: value}, "notes": {field: why}}``).
-
-        Raises:
-            FileNotFoundError: the package has no ``facts.json``.
-            TypeError: ``capabilities`` names a field this class does not have, or lacks one it
-                must have.
-        """
-        facts = format_facts(package)
-        return cls(**facts["capabilities"], sources=tuple(facts.get("sources", ())),
-                   notes=tuple(sorted(facts.get("notes", {}).items())))
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -105,6 +105,20 @@ class Encoder(ABC):
                     out.write(value)
                     out.write(b"\n")
         return p
+
+
+def writable(events: Iterable[dict], out: Encoded, unwritable: Callable[[dict], str | None],
+             count_losses: Callable[[dict, Counter], None]) -> Iterator[dict]:
+    """The events a format can write, in order: an event ``unwritable`` gives a reason for is
+    counted under it in ``out.dropped`` and skipped; of the others ``count_losses`` counts in
+    ``out.dropped`` what the wire form loses."""
+    for e in events:
+        reason = unwritable(e)
+        if reason:
+            out.dropped[reason] += 1
+            continue
+        count_losses(e, out.dropped)
+        yield e
 
 
 def dumps(obj) -> bytes:

@@ -17,11 +17,14 @@ A format declares the steps; no format writes its own ``decode``
 
 from __future__ import annotations
 
+import threading
 from abc import abstractmethod
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from cdclake import frames
 from cdclake.formats.base import Decoder, DecodeOptions, finish, first_error
 
 #: a reject rung: ``(condition, reject code, message)``
@@ -62,3 +65,49 @@ class StagedDecoder(Decoder):
     def finish(self, df: DataFrame, events: Column, code: Column, message: Column) -> DataFrame:
         """:func:`cdclake.formats.base.finish`, with a tombstone (``is_tombstone``) no error."""
         return finish(df, events, F.when(F.col("is_tombstone"), F.lit(None)).otherwise(code), message)
+
+
+# ---- persisting the parse stage for the length of a batch ----------------------------------------
+
+_local = threading.local()
+_unscoped: list[DataFrame] = []
+_UNSCOPED_KEEP = 8
+
+
+class batch_scope:
+    """Context manager: parse stages persisted inside it (:func:`persist_stage`) are kept as
+    local checkpoints (:func:`cdclake.frames.keep`) and released when it ends. The pipeline
+    wraps each batch in one and materialises the batch's flat rows (a kept frame of their own)
+    inside it, so nothing reads a parse stage after its release. Without a scope (tests,
+    ``convert``, a caller that may read a decoded frame later) a stage is ``persist``-ed
+    instead, which Spark can compute again, and the last few stay cached."""
+
+    def __enter__(self):
+        stack = getattr(_local, "stack", None)
+        if stack is None:
+            stack = _local.stack = []
+        stack.append([])
+        return self
+
+    def __exit__(self, *exc):
+        for df in _local.stack.pop():
+            frames.release(df)
+        return False
+
+
+def persist_stage(df: DataFrame) -> DataFrame:
+    """Keep a decoder's parse stage so that the signature aggregate and the typed stage read
+    the parsed records without parsing them again (see :class:`batch_scope`). In a scope the
+    stage is a local checkpoint: its rows are stored as rows, not encoded into the columnar
+    cache (canal-json decode of 200k records 2.9 s against 3.5 s persisted, session 48), and
+    its plan is one leaf, so later steps do not analyse the parse again."""
+    stack = getattr(_local, "stack", None)
+    if stack:
+        df = frames.keep(df)
+        stack[-1].append(df)
+        return df
+    df = df.persist(StorageLevel.MEMORY_AND_DISK)
+    _unscoped.append(df)
+    while len(_unscoped) > _UNSCOPED_KEEP:
+        _unscoped.pop(0).unpersist()
+    return df

@@ -7,7 +7,8 @@ A decoder works in two stages over a batch:
    (the format's own value text, e.g. ``map<string,string>`` from ``from_json``), and a
    *signature* column names what fixes the record's column types and image layout: a 64-bit
    hash of the table and the record's own type declaration (Canal ``mysqlType``, a Kafka
-   Connect schema ...). The parsed batch is persisted (:func:`persist_stage`).
+   Connect schema ...). The parsed batch is persisted
+   (:func:`cdclake.formats.skeleton.persist_stage`).
 2. *type* (this module): :func:`collect_signatures` reads the few distinct signatures of the
    batch to the driver (one small aggregate); the format turns each into a :class:`Sig` in
    plain Python (source type -> Spark type, converter per column); :func:`add_typed_image`
@@ -28,11 +29,9 @@ booleans ``true``/``false``; dates ``yyyy-MM-dd``; timestamps ``yyyy-MM-dd HH:mm
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -277,42 +276,3 @@ def collect_signatures(df: DataFrame, sig_col: str, parts: list[str], extra: dic
         if r["h0"] != r["h1"]:
             raise RuntimeError(f"signature hash collision on {r['sig']}")
     return rows
-
-
-# ---- persisting the parse stage for the length of a batch ----------------------------------------
-
-_local = threading.local()
-_unscoped: list[DataFrame] = []
-_UNSCOPED_KEEP = 8
-
-
-class batch_scope:
-    """Context manager: parse stages persisted inside it (:func:`persist_stage`) are released
-    when it ends. The pipeline wraps each batch in one; without a scope, the last few stages
-    stay cached (tests, ``convert``)."""
-
-    def __enter__(self):
-        stack = getattr(_local, "stack", None)
-        if stack is None:
-            stack = _local.stack = []
-        stack.append([])
-        return self
-
-    def __exit__(self, *exc):
-        for df in _local.stack.pop():
-            df.unpersist()
-        return False
-
-
-def persist_stage(df: DataFrame) -> DataFrame:
-    """Persist a decoder's parse stage so that the signature aggregate and the typed stage read
-    the parsed records without parsing them again; released at the end of the batch."""
-    df = df.persist(StorageLevel.MEMORY_AND_DISK)
-    stack = getattr(_local, "stack", None)
-    if stack:
-        stack[-1].append(df)
-    else:
-        _unscoped.append(df)
-        while len(_unscoped) > _UNSCOPED_KEEP:
-            _unscoped.pop(0).unpersist()
-    return df

@@ -10,7 +10,7 @@ from importlib import resources
 import pytest
 
 from cdclake import formats
-from cdclake.formats.base import Capabilities
+from cdclake.formats.facts import Capabilities
 from cdclake.formats.json_common import loads_object
 
 FIELDS = {f.name for f in dataclasses.fields(Capabilities)}

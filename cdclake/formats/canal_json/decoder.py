@@ -32,17 +32,17 @@ Mapping to the canonical event:
 
 from __future__ import annotations
 
-import json
-
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.errors import RejectCode
-from cdclake.formats.base import Capabilities, DecodeOptions, event_sql, format_facts, position_sql
+from cdclake.formats.base import DecodeOptions, event_sql, position_sql
+from cdclake.formats.facts import Capabilities, OpTable
 from cdclake.formats.json_common import JsonDecoder, loads_object
-from cdclake.formats.sqltypes import jdbc_spark_type, mysql_precision_scale, mysql_spark_type
-from cdclake.formats.typed import Sig, add_typed_image, collect_signatures, columns_literal, image_struct_sql, persist_stage, sig_case
-from cdclake.sqltext import sql_str
+from cdclake.formats.canal_json.types import NotAnObject, entries, signature
+from cdclake.formats.skeleton import persist_stage
+from cdclake.formats.typed import Sig, add_typed_image, collect_signatures, columns_literal, image_struct_sql, sig_case
+from cdclake.sqltext import sql_in, sql_let, sql_str
 
 NAME = "canal-json"
 
@@ -54,10 +54,8 @@ SCHEMA = (
 )
 
 #: the Canal type -> what it means (facts.json ``ops``)
-OPS: dict[str, str] = format_facts(__package__)["ops"]
-DATA_TYPES = {k: v for k, v in OPS.items() if v in ("c", "u", "d", "r")}
-DDL_TYPES = tuple(k for k, v in OPS.items() if v == "ddl")
-SKIP_TYPES = tuple(k for k, v in OPS.items() if v == "skip")
+OPS = OpTable.load(__package__)
+DDL_TYPES = OPS.named("ddl")
 
 #: what a data message's signature is hashed from: its type declarations and its rows' columns
 #: (``mysqlType`` and ``sqlType`` stay raw JSON text per record: they are read once per signature,
@@ -65,72 +63,8 @@ SKIP_TYPES = tuple(k for k, v in OPS.items() if v == "skip")
 SIG_PARTS = ["coalesce(j.mysqlType, '')", "coalesce(j.sqlType, '')", "keys0"]
 
 
-class NotAnObject(ValueError):
-    """``mysqlType`` or ``sqlType`` is not a JSON object."""
-
-
-def _entries(text: str) -> list[tuple[str, str | None]]:
-    """(column, type text) pairs of a ``mysqlType``/``sqlType`` object's raw JSON text, in order;
-    values that are not strings as their JSON text (``4`` for a ``java.sql.Types`` code).
-
-    Raises:
-        NotAnObject: the text is not a JSON object.
-    """
-    if not text or text == "null":
-        return []
-    pairs = json.loads(text, object_pairs_hook=lambda p: ("__object__", p))
-    if not (isinstance(pairs, tuple) and pairs[0] == "__object__"):
-        raise NotAnObject(text[:80])
-
-    def plain(v):
-        if isinstance(v, tuple) and v and v[0] == "__object__":
-            return {k: plain(x) for k, x in v[1]}
-        if isinstance(v, list):
-            return [plain(x) for x in v]
-        return v
-
-    out = []
-    for k, v in pairs[1]:
-        v = plain(v)
-        out.append((k, v if v is None or isinstance(v, str) else json.dumps(v, separators=(",", ":"))))
-    return out
-
-
-
-def _let(expr: str, var: str, body: str) -> str:
-    """SQL: ``body`` with ``var`` bound to ``expr`` once (only on the multi-row path)."""
-    return f"element_at(transform(array({expr}), {var} -> {body}), 1)"
-
-
-def _in(col: str, values) -> str:
-    return f"{col} in ({', '.join(repr(v) for v in values)})"
-
-
-def signature(sig_id: int, mysql: list, sql: list, keys: list) -> Sig:
-    """The :class:`Sig` of a data message: ``mysql``/``sql`` are its ``mysqlType``/``sqlType``
-    entries as (column, text) pairs, ``keys`` its rows' columns in order.
-
-    Column types: ``mysqlType`` first, ``sqlType`` (``java.sql.Types``) for the columns it
-    lacks, ``string`` for image columns neither declares. The events' ``columns``: the columns
-    only ``sqlType`` declares (in its order), then ``mysqlType``'s, as the messages list them.
-    """
-    mysql_types = {k: v for k, v in mysql}
-    declared, types = [], {}
-    for k, code in sql:
-        if k not in mysql_types and k not in types:
-            types[k] = jdbc_spark_type(code)
-            declared.append(dict(name=k, source_type=code, spark_type=types[k], precision=None, scale=None, nullable=None))
-    for k, text in mysql:
-        if k in types:
-            continue
-        types[k] = mysql_spark_type(text)
-        p, sc = mysql_precision_scale(text)
-        declared.append(dict(name=k, source_type=text, spark_type=types[k], precision=p, scale=sc, nullable=None))
-    return Sig.of(sig_id, [(k, types.get(k, "string")) for k in keys], "latin1", declared)
-
-
-#: the Canal types of row changes
-_IS_DATA = "t in ('INSERT', 'UPDATE', 'DELETE', 'INIT')"
+#: SQL: the message is a row change (its Canal type)
+_IS_DATA = OPS.in_sql("t", *OpTable.DATA)
 
 
 class CanalJsonDecoder(JsonDecoder):
@@ -207,7 +141,7 @@ class CanalJsonDecoder(JsonDecoder):
         sigs, bad_sigs = [], []
         for r in collect_signatures(df, "sig", SIG_PARTS):
             try:
-                sigs.append(signature(r["sig"], _entries(r["lo"]["p0"]), _entries(r["lo"]["p1"]), list(r["lo"]["p2"])))
+                sigs.append(signature(r["sig"], entries(r["lo"]["p0"]), entries(r["lo"]["p1"]), list(r["lo"]["p2"])))
             except (NotAnObject, ValueError):
                 bad_sigs.append(r["sig"])
         bad_types = f"sig in ({', '.join(str(b) for b in bad_sigs)})" if bad_sigs else "false"
@@ -245,11 +179,11 @@ class CanalJsonDecoder(JsonDecoder):
         df = df.selectExpr(
             "*",
             f"""case when not fast and sig is not null then
-                   transform(after_raw, m -> {_let(row_img, 'x', f"named_struct('img', {keep}, 'bad', x.bad)")}) end as after_m""",
+                   transform(after_raw, m -> {sql_let(row_img, 'x', f"named_struct('img', {keep}, 'bad', x.bad)")}) end as after_m""",
             f"""case when not fast and sig is not null then
                    (case when old_raw is not null
-                         then transform(after_raw, (m, ri) -> {_let(image_struct_sql("sig", sigs, overlay), 'x', f"named_struct('img', {keep_overlay}, 'bad', x.bad)")})
-                         else transform(before_raw, m -> {_let(row_img, 'x', f"named_struct('img', {keep}, 'bad', x.bad)")}) end) end as before_m""",
+                         then transform(after_raw, (m, ri) -> {sql_let(image_struct_sql("sig", sigs, overlay), 'x', f"named_struct('img', {keep_overlay}, 'bad', x.bad)")})
+                         else transform(before_raw, m -> {sql_let(row_img, 'x', f"named_struct('img', {keep}, 'bad', x.bad)")}) end) end as before_m""",
         )
         df = df.selectExpr(
             "*",
@@ -271,7 +205,7 @@ class CanalJsonDecoder(JsonDecoder):
             event_time_ms="es",
             tx_id="j.gtid",
         )
-        op = "(case " + " ".join(f"when t = '{k}' then '{v}'" for k, v in DATA_TYPES.items()) + " end)"
+        op = OPS.case_sql("t", *OpTable.DATA)
 
         def data_event(before: str, after: str, i: str) -> str:
             return event_sql(
@@ -300,7 +234,7 @@ class CanalJsonDecoder(JsonDecoder):
               when {_IS_DATA} and fast then array({data_event('before1', 'after1', '0')})
               when {_IS_DATA} then transform(sequence(0, n_rows - 1), i -> {multi})
               when t = 'TRUNCATE' then array({single_event(kind="'data'", op="'t'", ddl='j.sql')})
-              when {_in('t', DDL_TYPES)} or (j.isDdl and t not in ('TRUNCATE', 'MHEARTBEAT')) then array({single_event(kind="'ddl'", ddl='j.sql', primary_key=pk)})
+              when {sql_in('t', DDL_TYPES)} or (j.isDdl and t not in ('TRUNCATE', 'MHEARTBEAT')) then array({single_event(kind="'ddl'", ddl='j.sql', primary_key=pk)})
               when t = 'MHEARTBEAT' then array({single_event(kind="'heartbeat'", database='cast(null as string)', table='cast(null as string)')})
               else array() end"""
         )
@@ -308,14 +242,14 @@ class CanalJsonDecoder(JsonDecoder):
     def checks(self, df: DataFrame, options: DecodeOptions) -> list[tuple[Column, str, Column | str]]:
         data = F.expr(_IS_DATA)
         known = F.expr(
-            f"t in ('INSERT','UPDATE','DELETE','INIT','TRUNCATE','MHEARTBEAT') or {_in('t', DDL_TYPES + SKIP_TYPES)} or coalesce(j.isDdl, false)"
+            f"{OPS.in_sql('t')} or coalesce(j.isDdl, false)"
         )
         return [
             (F.col("bad_types"), RejectCode.SCHEMA_MISMATCH.value, "'mysqlType' or 'sqlType' is not an object of column types"),
             (F.col("t").isNull(), RejectCode.SCHEMA_MISMATCH.value, "no 'type' field"),
             (~known, RejectCode.UNKNOWN_OP.value, F.concat(F.lit("unknown Canal type "), F.col("j.type"))),
             (
-                (data | F.expr(f"{_in('t', DDL_TYPES)} or t = 'TRUNCATE'")) & F.expr("nullif(trim(j.database), '') is null or (nullif(trim(j.table), '') is null and t != 'QUERY' and t not like '%DDL%')"),
+                (data | F.expr(f"{sql_in('t', DDL_TYPES)} or t = 'TRUNCATE'")) & F.expr("nullif(trim(j.database), '') is null or (nullif(trim(j.table), '') is null and t != 'QUERY' and t not like '%DDL%')"),
                 RejectCode.MISSING_TABLE.value,
                 "message has no database/table",
             ),

@@ -70,7 +70,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.errors import RejectCode
-from cdclake.formats.base import Capabilities, DecodeOptions, configured_key_sql, event_sql, format_facts, position_sql
+from cdclake.formats.base import DecodeOptions, configured_key_sql, event_sql, position_sql
+from cdclake.formats.facts import Capabilities, OpTable
 from cdclake.formats.json_common import JsonDecoder, loads_object
 from cdclake.values import normalize_image_sql
 from cdclake.sqltext import sql_str
@@ -91,7 +92,7 @@ SCHEMA = ", ".join(f"{c} string" for c in META_COLUMNS)
 
 #: ``_operation_type_`` -> op code
 #: ``_operation_type_`` -> op (facts.json ``ops``)
-OPS: dict[str, str] = format_facts(__package__)["ops"]
+OPS = OpTable.load(__package__)
 
 _DECIMAL_RE = "^[0-9]{1,38}$"
 _MS_RE = "^-?[0-9]{1,18}$"
@@ -186,7 +187,7 @@ class DatahubTupleDecoder(JsonDecoder):
                        'precision', cast(null as int),
                        'scale', cast(null as int),
                        'nullable', cast(null as boolean)))"""
-        op = "(case " + " ".join(f"when op_t = '{k}' then '{v}'" for k, v in OPS.items()) + " end)"
+        op = OPS.case_sql("op_t")
         data_event = event_sql(
             format=f"'{NAME}'",
             kind="'data'",
@@ -206,7 +207,7 @@ class DatahubTupleDecoder(JsonDecoder):
         return [
             (F.expr("nullif(op_t, '') is null"), RejectCode.SCHEMA_MISMATCH.value, "no '_operation_type_' column"),
             (
-                ~F.expr(f"op_t in ({', '.join(sql_str(k) for k in OPS)})"),
+                ~F.expr(OPS.in_sql("op_t")),
                 RejectCode.UNKNOWN_OP.value,
                 F.concat(F.lit("unknown _operation_type_ "), F.col("j._operation_type_")),
             ),

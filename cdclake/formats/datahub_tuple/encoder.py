@@ -53,7 +53,7 @@ from collections import Counter
 from collections.abc import Iterable
 from datetime import date, datetime
 
-from cdclake.formats.encoding import Encoded, Encoder, column_types, dumps, first_event_time_ms
+from cdclake.formats.encoding import Encoded, Encoder, column_types, dumps, first_event_time_ms, writable
 from cdclake.model import qualified_name
 
 NAME = "datahub-tuple"
@@ -206,12 +206,7 @@ class DatahubTupleEncoder(Encoder):
         base = self.base_ms if self.base_ms is not None else first_event_time_ms(events)
         out = Encoded(records=[], dropped=Counter())
         k = 0
-        for e in events:
-            reason = self._unwritable(e)
-            if reason:
-                out.dropped[reason] += 1
-                continue
-            self._count_losses(e, out.dropped)
+        for e in writable(events, out, self._unwritable, self._count_losses):
             seq = str(base * 10**6 + k)
             k += 1
             for row in self._rows(e, seq):

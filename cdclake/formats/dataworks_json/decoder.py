@@ -71,16 +71,17 @@ Mapping to the canonical event (one input record -> zero or one event):
 
 from __future__ import annotations
 
-import json
-
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.errors import RejectCode
-from cdclake.formats.base import Capabilities, DecodeOptions, event_sql, format_facts, position_sql
+from cdclake.formats.base import DecodeOptions, event_sql, position_sql
+from cdclake.formats.facts import Capabilities, OpTable
+from cdclake.formats.dataworks_json.types import Signature
 from cdclake.formats.json_common import JsonDecoder, loads_object
-from cdclake.formats.typed import TS_FORMAT, Sig, add_typed_image, collect_signatures, columns_literal, persist_stage, sig_case
-from cdclake.sqltext import sql_str
+from cdclake.formats.skeleton import persist_stage
+from cdclake.formats.typed import add_typed_image, collect_signatures, columns_literal, sig_case
+from cdclake.sqltext import sql_in
 
 NAME = "dataworks-json"
 
@@ -97,53 +98,18 @@ SCHEMA = (
 #: ``UPDATE_BEFORE`` is how Apache Paimon's DataWorks parser spells the before half; the seeds
 #: spell it ``UPDATE_BEFOR``. Both are accepted.
 #: ``payload.op`` -> what it means (facts.json ``ops``)
-OPS: dict[str, str] = format_facts(__package__)["ops"]
-DATA_OPS = {k: v for k, v in OPS.items() if v in ("c", "u", "d", "r")}
+OPS = OpTable.load(__package__)
+DATA_OPS = OPS.named(*OpTable.DATA)
 BEFORE_HALVES = ("UPDATE_BEFOR", "UPDATE_BEFORE")
-#: data records that decode to no event
-DROPPED_DATA_OPS: tuple[str, ...] = ()
-DDL_OPS = tuple(k for k, v in OPS.items() if v == "ddl")
-TX_OPS = {k: v for k, v in OPS.items() if v in ("tx_begin", "tx_end")}
-SKIP_OPS = tuple(k for k, v in OPS.items() if v == "skip")
-(HEARTBEAT_OP,) = (k for k, v in OPS.items() if v == "heartbeat")
-(TRUNCATE_OP,) = (k for k, v in OPS.items() if v == "t")
-KNOWN_OPS = (*DATA_OPS, *DROPPED_DATA_OPS, *DDL_OPS, *TX_OPS, *SKIP_OPS, HEARTBEAT_OP, TRUNCATE_OP)
+DDL_OPS = OPS.named("ddl")
+TX_OPS = OPS.named("tx_begin", "tx_end")
+HEARTBEAT_OP = OPS.one("heartbeat")
+TRUNCATE_OP = OPS.one("t")
 #: the records whose events carry ``columns`` / ``primary_key``: they get a signature
-TABLE_OPS = (*DATA_OPS, *DROPPED_DATA_OPS, TRUNCATE_OP, *DDL_OPS)
+TABLE_OPS = (*DATA_OPS, TRUNCATE_OP, *DDL_OPS)
 
-ROW_ID_COLUMN = "#alibaba_rds_row_id#"  # MySQL tables without a primary key (LONG)
-ORACLE_ROW_ID_COLUMN = "rowid"  # Oracle sources (STRING)
-
-#: latest ms-since-epoch accepted for DATE values (9999-12-31 23:59:59.999 UTC)
-_MAX_MS = 253402300799999
 #: a decimal integer as sequenceId / scn may hold it
 _DECIMAL_RE = "^[+-]?[0-9]{1,38}$"
-#: what a DOUBLE value may look like (the text is kept as written, trimmed)
-_FLOAT_RE = r"^\\s*([+-]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][+-]?[0-9]+)?|NaN|[+-]?Infinity)\\s*$"
-
-#: DataWorks column type (upper case, trimmed) -> Spark type; any other type -> string
-SPARK_TYPES = {"BOOLEAN": "boolean", "DOUBLE": "double", "LONG": "bigint", "DATE": "timestamp", "BYTES": "binary", "STRING": "string"}
-
-#: per Spark type: SQL turning a raw value (``{0}``, the JSON value's text) into canonical text,
-#: NULL when it does not read as the type (BAD_VALUE)
-CONVERT = {
-    "string": "{0}",
-    "bigint": "(case when trim({0}) rlike '^[+-]?[0-9]+$' then cast(try_cast(trim({0}) as bigint) as string) end)",
-    "double": f"(case when {{0}} rlike '{_FLOAT_RE}' then trim({{0}}) end)",
-    "boolean": "(case lower(trim({0})) when 'true' then 'true' when '1' then 'true' when 'false' then 'false' when '0' then 'false' end)",
-    # DATE: integral milliseconds since the epoch (UTC), else timestamp text as Spark reads it;
-    # MySQL's zero dates read as NULL
-    "timestamp": (
-        f"(case when trim({{0}}) rlike '^-?[0-9]{{{{1,15}}}}$' and abs(cast(trim({{0}}) as bigint)) <= {_MAX_MS} "
-        f"then date_format(timestamp_millis(cast(trim({{0}}) as bigint)), '{TS_FORMAT}') "
-        "when {0} like '0000-00-00%' then null "
-        f"else date_format(coalesce(try_to_timestamp({{0}}), try_cast({{0}} as timestamp)), '{TS_FORMAT}') end)"
-    ),
-    # BYTES: base64, already canonical (whitespace dropped)
-    "binary": "(case when try_to_binary(regexp_replace({0}, '\\\\s', ''), 'base64') is not null then regexp_replace({0}, '\\\\s', '') end)",
-}
-#: per Spark type: SQL true when a raw value is a source's "no value" (NULL, not BAD_VALUE)
-VOID = {"timestamp": "{0} like '0000-00-00%'"}
 
 #: what a table record's signature is hashed from (``p0``..``p2`` on the driver): its column
 #: list (as JSON text: every name and type, nulls included) and the key lists of its images
@@ -152,51 +118,6 @@ SIG_HASH = (
     "xxhash64(dc_json, coalesce(size(map_keys(after_raw)), -1), map_keys(after_raw), "
     "coalesce(size(map_keys(before_raw)), -1), map_keys(before_raw))"
 )
-
-
-def _in(col: str, values) -> str:
-    return f"{col} in ({', '.join(repr(v) for v in values)})"
-
-
-def spark_type(type_text: str | None) -> str:
-    """The Spark type for a DataWorks column type (``dataColumn[].type``, case-insensitive):
-    BOOLEAN -> boolean, DOUBLE -> double, LONG -> bigint, STRING -> string, DATE (ms since
-    epoch) -> timestamp, BYTES (base64) -> binary; anything else (or none) -> string."""
-    return SPARK_TYPES.get((type_text or "").strip(" ").upper(), "string")
-
-
-class Signature:
-    """What one signature fixes (on the driver): the after and before images' :class:`Sig`
-    (one id, each image its own key order), the events' ``columns`` and the key fallback."""
-
-    def __init__(self, sig_id: int, dc_json: str | None, after_keys: list | None, before_keys: list | None):
-        listed = json.loads(dc_json) if dc_json is not None else None  # null: the message has no column list
-        cols = [c for c in listed or [] if c is not None and c.get("name") is not None]
-        types: dict[str, str] = {}
-        for c in cols:  # first declaration of a name wins
-            types.setdefault(c["name"], spark_type(c.get("type")))
-        declared = None
-        if listed is not None:
-            declared = [
-                dict(name=c["name"], source_type=c.get("type"), spark_type=spark_type(c.get("type")), precision=None, scale=None, nullable=None)
-                for c in cols
-            ]
-
-        def image(keys) -> Sig:
-            keys = list(keys or [])
-            ts = [types.get(k, "string") for k in keys]
-            return Sig(sig_id, tuple(keys), tuple(CONVERT.get(t, "{0}") for t in ts), None, tuple(VOID.get(t) for t in ts))
-
-        self.after, self.before = image(after_keys), image(before_keys)
-        self.columns = columns_literal(declared)
-        # the key when the message has none: the columns of its column list, else its image's
-        names = [c["name"] for c in cols] if listed is not None else list(after_keys if after_keys is not None else before_keys or [])
-        if ROW_ID_COLUMN in names:
-            self.fallback_key = f"array({sql_str(ROW_ID_COLUMN)})"
-        elif ORACLE_ROW_ID_COLUMN in names:
-            self.fallback_key = f"(case when is_oracle then array({sql_str(ORACLE_ROW_ID_COLUMN)}) end)"
-        else:
-            self.fallback_key = "cast(null as array<string>)"
 
 
 class DataWorksJsonDecoder(JsonDecoder):
@@ -226,17 +147,17 @@ class DataWorksJsonDecoder(JsonDecoder):
             "lower(j.schema.source.dbType) like '%oracle%' as oracle_db",
             "array_remove(array_compact(j.schema.primaryKey), '') as pk_given",
             "j.payload.ddl.text as ddl_text",
-            f"case when {_in('j.payload.op', TABLE_OPS)} then to_json(j.schema.dataColumn) end as dc_json",
+            f"case when {sql_in('j.payload.op', TABLE_OPS)} then to_json(j.schema.dataColumn) end as dc_json",
             # which images each op uses
-            f"case when {_in('j.payload.op', ('UPDATE_AFTER', 'DELETE', *BEFORE_HALVES))} then j.payload.before.dataColumn end as before_raw",
-            f"case when {_in('j.payload.op', ('INSERT', 'UPDATE_AFTER'))} then j.payload.after.dataColumn end as after_raw",
+            f"case when {sql_in('j.payload.op', ('UPDATE_AFTER', 'DELETE', *BEFORE_HALVES))} then j.payload.before.dataColumn end as before_raw",
+            f"case when {sql_in('j.payload.op', ('INSERT', 'UPDATE_AFTER'))} then j.payload.after.dataColumn end as after_raw",
         )
         df = df.selectExpr(
             "*",
             f"case when seq_text rlike '{_DECIMAL_RE}' then cast(seq_text as decimal(38,0)) end as seq",
             f"case when scn_text rlike '{_DECIMAL_RE}' then cast(scn_text as decimal(38,0)) end as scn",
             "(oracle_db or scn_text is not null) as is_oracle",
-            f"case when {_in('op', TABLE_OPS)} then {SIG_HASH} end as sig",
+            f"case when {sql_in('op', TABLE_OPS)} then {SIG_HASH} end as sig",
         )
         df = persist_stage(df)
         return df
@@ -275,7 +196,7 @@ class DataWorksJsonDecoder(JsonDecoder):
             event_time_ms="(case when et >= 0 then et end)",
             position=seq_position,
         )
-        op_code = "(case " + " ".join(f"when op = '{k}' then '{v}'" for k, v in DATA_OPS.items()) + " end)"
+        op_code = OPS.case_sql("op", *OpTable.DATA)
         data_event = event_sql(
             **common,
             kind="'data'",
@@ -287,7 +208,7 @@ class DataWorksJsonDecoder(JsonDecoder):
         )
         truncate_event = event_sql(**common, kind="'data'", op="'t'", primary_key=pk, columns=columns, ddl="ddl_text")
         ddl_event = event_sql(**common, kind="'ddl'", primary_key=pk, columns=columns, ddl="ddl_text")
-        tx_kind = "(case " + " ".join(f"when op = '{k}' then '{v}'" for k, v in TX_OPS.items()) + " end)"
+        tx_kind = OPS.case_sql("op", "tx_begin", "tx_end")
         no_table = dict(schema="cast(null as string)", table="cast(null as string)", position=marker_position)
         tx_event = event_sql(**{**common, **no_table}, kind=tx_kind)
         heartbeat_event = event_sql(**{**common, **no_table, "database": "cast(null as string)"}, kind="'heartbeat'")
@@ -295,26 +216,25 @@ class DataWorksJsonDecoder(JsonDecoder):
         return F.expr(
             f"""case
               when is_tombstone then array()
-              when {_in('op', DATA_OPS)} then array({data_event})
+              when {sql_in('op', DATA_OPS)} then array({data_event})
               when op = '{TRUNCATE_OP}' then array({truncate_event})
-              when {_in('op', DDL_OPS)} then array({ddl_event})
-              when {_in('op', TX_OPS)} then array({tx_event})
+              when {sql_in('op', DDL_OPS)} then array({ddl_event})
+              when {sql_in('op', TX_OPS)} then array({tx_event})
               when op = '{HEARTBEAT_OP}' then array({heartbeat_event})
               else array() end"""
         )
 
     def checks(self, df: DataFrame, options: DecodeOptions) -> list[tuple[Column, str, Column | str]]:
-        is_data = F.expr(_in("op", (*DATA_OPS, *DROPPED_DATA_OPS)))
-        needs_seq = F.expr(_in("op", (*DATA_OPS, *DROPPED_DATA_OPS, *DDL_OPS, TRUNCATE_OP)))
-        is_marker = F.expr(_in("op", (*TX_OPS, HEARTBEAT_OP)))
-        needs_table = F.expr(_in("op", (*DATA_OPS, *DROPPED_DATA_OPS, *DDL_OPS, TRUNCATE_OP)))
+        is_data = F.expr(sql_in("op", DATA_OPS))
+        needs_seq = needs_table = F.expr(sql_in("op", TABLE_OPS))
+        is_marker = F.expr(sql_in("op", (*TX_OPS, HEARTBEAT_OP)))
         bad_number = (needs_seq | is_marker) & F.expr(
             "(seq_text is not null and seq is null) or (scn_text is not null and scn is null)"
         )
         return [
             (F.col("no_payload"), RejectCode.SCHEMA_MISMATCH.value, "no 'payload' object"),
             (F.col("op").isNull(), RejectCode.SCHEMA_MISMATCH.value, "no 'payload.op' field"),
-            (~F.expr(_in("op", KNOWN_OPS)), RejectCode.UNKNOWN_OP.value, F.concat(F.lit("unknown DataWorks op "), F.col("op"))),
+            (~F.expr(OPS.in_sql("op")), RejectCode.UNKNOWN_OP.value, F.concat(F.lit("unknown DataWorks op "), F.col("op"))),
             (
                 needs_table & F.expr("nullif(trim(db), '') is null or (nullif(trim(tbl), '') is null and op != 'QUERY')"),
                 RejectCode.MISSING_TABLE.value,
@@ -326,7 +246,7 @@ class DataWorksJsonDecoder(JsonDecoder):
                 F.concat(F.col("op"), F.lit(" without payload.after.dataColumn")),
             ),
             (
-                F.expr(f"{_in('op', ('DELETE', *BEFORE_HALVES))} and coalesce(size(before_raw), 0) <= 0"),
+                F.expr(f"{sql_in('op', ('DELETE', *BEFORE_HALVES))} and coalesce(size(before_raw), 0) <= 0"),
                 RejectCode.MISSING_IMAGE.value,
                 F.concat(F.col("op"), F.lit(" without payload.before.dataColumn")),
             ),

@@ -71,7 +71,7 @@ from collections import Counter
 from collections.abc import Iterable
 from datetime import date, datetime
 
-from cdclake.formats.encoding import Encoded, Encoder, column_types, dumps, first_event_time_ms
+from cdclake.formats.encoding import Encoded, Encoder, column_types, dumps, first_event_time_ms, writable
 
 NAME = "dataworks-json"
 VERSION = "0.0.1"
@@ -188,12 +188,7 @@ class DataWorksJsonEncoder(Encoder):
         base = self.base_ms if self.base_ms is not None else first_event_time_ms(events)
         out = Encoded(records=[], dropped=Counter())
         k = 0
-        for e in events:
-            reason = self._unwritable(e)
-            if reason:
-                out.dropped[reason] += 1
-                continue
-            self._count_losses(e, out.dropped)
+        for e in writable(events, out, self._unwritable, self._count_losses):
             streamed = e["kind"] != "heartbeat" and not (e["kind"] == "data" and e["op"] == "r")
             seq = str(base * 10**6 + k) if streamed else None
             if streamed:

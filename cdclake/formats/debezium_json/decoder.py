@@ -53,17 +53,20 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.errors import RejectCode
-from cdclake.formats.base import Capabilities, DecodeOptions, event_sql
+from cdclake.formats.base import DecodeOptions, event_sql
+from cdclake.formats.facts import Capabilities
 from cdclake.formats.debezium_json.events import (
-    COLUMN_DDL, add_column_ddl, add_position, column_ddl, column_ddl_events, ddl_event, heartbeat_event, tx_event,
+    COLUMN_DDL, add_column_ddl, add_position, column_ddl_events, ddl_event, heartbeat_event, tx_event,
 )
+from cdclake.formats.debezium_json.inferred import column_ddl
 from cdclake.formats.debezium_json.images import plan_of, typed_images
 from cdclake.formats.debezium_json.wire import (
     BODY_FIELDS, BODY_SCHEMA, HISTORY_SCHEMA, IMAGE, IMAGE_SIG, JSON_OPTS, LENIENT_SCHEMA, OTHER, PG_ORDER, PLACEHOLDER,
     PLACEHOLDER_OPTION, SCHEMA, SCHEMA_SIG, SIG, SIG_PARTS, placeholder_forms, tx_id_sql,
 )
 from cdclake.formats.json_common import CORRUPT, JsonDecoder, loads_object, parse_json
-from cdclake.formats.typed import collect_signatures, persist_stage
+from cdclake.formats.skeleton import persist_stage
+from cdclake.formats.typed import collect_signatures
 from cdclake.sqltext import sql_str
 
 NAME = "debezium-json"

@@ -45,16 +45,13 @@ than 32 digits), or no coordinate and no ``ts_ms`` at all -> ``BAD_POSITION``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pyspark.sql import DataFrame
 
 from cdclake.formats.base import event_sql, position_sql
-from cdclake.formats.debezium_json.inferred import column_changes, ddl_text
+from cdclake.formats.debezium_json.inferred import InferredDdl
 from cdclake.formats.debezium_json.wire import ID_SPLIT, tx_id_sql
 from cdclake.formats.sqltypes import jdbc_spark_type
-from cdclake.model import qualified_name
-from cdclake.sqltext import sql_str
+from cdclake.sqltext import sql_let, sql_str
 
 
 #: how a record's position is read, per connector (``source.connector``; without it the fields
@@ -166,12 +163,6 @@ def jdbc_spark_type_sql(code: str) -> str:
     return f"(case {whens} else 'string' end)"
 
 
-def _let(expr: str, var: str, body: str) -> str:
-    """SQL: ``body`` with lambda variable ``var`` bound to ``expr`` (evaluated once); only on the
-    schema-change path (one event per ``tableChanges`` element)."""
-    return f"element_at(transform(array({expr}), {var} -> {body}), 1)"
-
-
 def ddl_event(common: dict[str, str], x: str | None) -> str:
     """SQL: the DDL event of a schema-change record (columns as :func:`add_position` and the
     decoder's ``ddl_text``, ``db_name``, ``schema_name``): of its ``tableChanges`` element ``x``
@@ -201,7 +192,7 @@ def ddl_event(common: dict[str, str], x: str | None) -> str:
     ev = event_sql(**common, **ident, **extra, kind="'ddl'", ddl="ddl_text", position="pos", tx_id=tx_id_sql("b.`transaction`.id"))
     if x is None:
         return ev
-    return _let(f"""transform(split({x}.id, {ID_SPLIT}), p -> regexp_replace(p, '^"|"$', ''))""", "idp", ev)
+    return sql_let(f"""transform(split({x}.id, {ID_SPLIT}), p -> regexp_replace(p, '^"|"$', ''))""", "idp", ev)
 
 
 def tx_event(common: dict[str, str]) -> str:
@@ -222,58 +213,13 @@ def heartbeat_event(common: dict[str, str]) -> str:
 
 # ---- column DDL read from a PostgreSQL table's successive column lists ---------------------------
 
-@dataclass(frozen=True)
-class InferredDdl:
-    """Column DDL statements the data shows: they happen just before the change at ``order``
-    (a ``position.order``) of the records of schema signature ``sig_s``."""
-
-    sig_s: int
-    order: tuple
-    statements: tuple[str, ...]
-
-
-def column_ddl(rows, plans: dict, target_tables) -> list[InferredDdl]:
-    """The column DDL that the batch's PostgreSQL changes show (Debezium's PostgreSQL connector
-    writes no schema-change events; :mod:`cdclake.formats.debezium_json.inferred`): per table,
-    its distinct column lists (one per Connect schema, from the signature rows ``rows`` with
-    their ``first``/``last`` position order and ``ident``) in position order, each compared with
-    the one before it, the first with the target's table (``target_tables``) when the target
-    has applied nothing of the table at or after it. A table whose column lists' positions
-    overlap (a change of an older schema after one of a newer) shows nothing certain: none."""
-    by_table: dict[tuple, dict[int, list]] = {}
-    for r in rows:
-        p = plans[r["sig"]]
-        if r["first"] is None or p.inferred or p.ids["s"] is None:
-            continue
-        ident = tuple(r["ident"])
-        cols = tuple((c["name"], c["spark_type"]) for c in p.declared)
-        d = by_table.setdefault(ident, {}).setdefault(p.ids["s"], [cols, r["first"], r["last"]])
-        d[1], d[2] = min(d[1], r["first"], key=tuple), max(d[2], r["last"], key=tuple)
-    out = []
-    for (db, schema, table), decls in by_table.items():
-        seq = sorted(([s, *d] for s, d in decls.items()), key=lambda x: tuple(x[2]))
-        if any(tuple(a[3]) >= tuple(b[2]) for a, b in zip(seq, seq[1:])):
-            continue
-        known = target_tables(qualified_name(db, schema, table)) if target_tables and table else None
-        prev = None
-        if known is not None and known.last_order is not None and tuple(known.last_order) < tuple(seq[0][2]):
-            prev = known.columns
-        for sig_s, cols, first, _last in seq:
-            if prev is not None:
-                changes = column_changes(prev, cols)
-                if changes:
-                    out.append(InferredDdl(sig_s, tuple(first), tuple(ddl_text(table, c) for c in changes)))
-            prev = cols
-    return out
-
-
 #: the column :func:`add_column_ddl` adds: the DDL statements to apply just before the record
 COLUMN_DDL = "col_ddl"
 _COLUMN_DDL_TYPE = "struct<statements: array<string>, point: array<decimal(38,0)>, text: string>"
 
 
 def add_column_ddl(df: DataFrame, found: list[InferredDdl]) -> DataFrame:
-    """``df`` with :data:`COLUMN_DDL`, the statements of ``found`` (:func:`column_ddl`) that come
+    """``df`` with :data:`COLUMN_DDL`, the statements of ``found`` (:func:`cdclake.formats.debezium_json.inferred.column_ddl`) that come
     just before each record (``struct<statements: array<string>, point: array<decimal(38,0)>,
     text: string>``: ``point`` is the position order of the first one without its index, ``text``
     the positions' text), NULL for the records none comes before; ``df`` itself (no such

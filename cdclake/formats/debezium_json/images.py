@@ -2,70 +2,8 @@
 :class:`Plan`, worked out on the driver once per signature) and the projections that turn a
 record's raw images into canonical text (:func:`typed_images`).
 
-Column types, with the envelope: the Kafka Connect schema of ``after`` (else ``before``);
-``columns[].source_type`` is the logical name (``org.apache.kafka.connect.data.Decimal``) or the
-Connect type (``int32``), ``nullable`` is ``optional``, ``precision``/``scale`` are the Decimal's
-``connect.decimal.precision``/``scale`` parameters. Spark types and value conversions:
-
-===========================================  ==============  ===================================
-Connect logical name / type                  spark_type      value on the wire -> canonical text
-===========================================  ==============  ===================================
-org.apache.kafka.connect.data.Decimal        decimal(p,s)    base64 big-endian two's-complement
-                                             (p = connect.   unscaled bytes -> unscaled / 10^s,
-                                             decimal.        exact (byte arithmetic in
-                                             precision, 38   decimal arithmetic up to 30 hex
-                                             when absent;    digits, Scala's BigInt beyond: any
-                                             string if >38)  length); a JSON number (as some
-                                                             producers write it) is taken as is
-                                                             (exponent form expanded)
-io.debezium.data.VariableScaleDecimal        string          {"scale", "value": base64} -> exact
-                                                             decimal text of any length; string
-                                                             because the scale differs from
-                                                             value to value (PostgreSQL
-                                                             ``numeric`` without a scale); a
-                                                             NaN arrives as null
-io.debezium.time.Date, connect.data.Date     date            int32 days since 1970-01-01
-io.debezium.time.Timestamp,                  timestamp       int64 ms since epoch (UTC)
-org.apache.kafka.connect.data.Timestamp
-io.debezium.time.MicroTimestamp              timestamp       int64 µs since epoch
-io.debezium.time.NanoTimestamp               timestamp       int64 ns since epoch (truncated
-                                                             to µs: Spark's precision)
-io.debezium.time.ZonedTimestamp              timestamp       ISO-8601 text with offset -> UTC
-io.debezium.time.Time, connect.data.Time     string          int32 ms of day -> ``HH:MM:SS.ffffff``
-io.debezium.time.MicroTime                   string          int64 µs -> ``HH:MM:SS.ffffff``
-io.debezium.time.NanoTime                    string          int64 ns -> ``HH:MM:SS.ffffff``
-                                                             (a time of day is kept as text:
-                                                             Spark 4.0 has no TIME type; hours
-                                                             may exceed 23 or be negative, as
-                                                             MySQL TIME allows)
-int8 / int16 / int32                         int
-int64                                        bigint
-float (float32) / double (float64)           float / double
-boolean                                      boolean
-bytes (also io.debezium.data.Bits)           binary          base64 text (already canonical)
-string (Json, Enum, EnumSet, Xml, Uuid,      string
-ZonedTime ...)
-array of int8..int64, float, double,         array<int>,     the JSON array as it is
-boolean, string (no logical name)            array<bigint>,
-                                             ... array<string>
-struct / map / other arrays (geometry,       string          the value's JSON text
-numeric[] ...)
-===========================================  ==============  ===================================
-
-The unavailable-value placeholder (``unavailable.value.placeholder``, default
-``__debezium_unavailable_value``; ``--option unavailable.value.placeholder=...`` names the
-connector's own) in the after image, in any of the forms :func:`placeholder_forms` lists,
-means the column is not carried: the event's ``present`` leaves it out, and the applier
-keeps the value it has (a PostgreSQL TOASTed value an update left unchanged under
-``REPLICA IDENTITY DEFAULT``; an Oracle LOB).
-
-Without the envelope the type of each column is inferred per record from the JSON value kind
-(``after`` first, then ``before``): integral number -> bigint (beyond the bigint range
-decimal(38,0)), fractional number (a ``.`` or exponent in its text) -> double, string ->
-string, boolean -> boolean, object/array -> string holding the JSON text, null -> spark_type
-null (unknown); ``source_type`` is ``json:integer|number|string|boolean|object|array|null``.
-A value that does not fit its column's type (``"abc"`` in an int32 column, bad base64 in a
-Decimal) -> ``BAD_VALUE`` naming the columns.
+Column types and conversions: :mod:`cdclake.formats.debezium_json.connect` (the table) and
+:mod:`cdclake.formats.debezium_json.values` (the SQL).
 """
 
 from __future__ import annotations
@@ -74,7 +12,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 
-from cdclake.formats.debezium_json import connect
+from cdclake.formats.debezium_json import connect, values
 from cdclake.formats.debezium_json.wire import KIND_BARE, KIND_ENV, NULL_STRINGS
 from cdclake.formats.typed import Sig, add_typed_image, columns_literal, sig_case, unfused
 from cdclake.sqltext import sql_str
@@ -114,7 +52,7 @@ class Plan:
     # -- per-column pieces ----------------------------------------------------------------------
     def value(self, img: str, i: int) -> str:
         """SQL: the text of the value (non-finite numbers as the strings they were read as)."""
-        return connect.unquote_non_finite_sql(self.text(img, i))
+        return values.unquote_non_finite_sql(self.text(img, i))
 
     def text(self, img: str, i: int) -> str:
         """SQL: the value's text as ``from_json`` gives it."""
@@ -129,7 +67,7 @@ class Plan:
         if self.inferred:
             return "true"
         conds = [
-            connect.decimal_ambiguous_sql(self.value(img, i))
+            values.decimal_ambiguous_sql(self.value(img, i))
             for img in "ab"
             for i, n in enumerate(self.names[img])
             if (self.col(n) or {}).get("kind") == "decimal"
@@ -145,9 +83,9 @@ class Plan:
             kind = (self.col(n) or {}).get("kind")
             v = self.value(img, i)
             if kind == "decimal":
-                out.append(connect.decimal_hex_sql(v, connect.decimal_is_string_sql(v, self.kind(img, i))))
+                out.append(values.decimal_hex_sql(v, values.decimal_is_string_sql(v, self.kind(img, i))))
             elif kind == "vsdecimal":
-                out.append(connect.vsdecimal_hex_sql(v))
+                out.append(values.vsdecimal_hex_sql(v))
             else:
                 out.append("cast(null as string)")
                 continue
@@ -161,7 +99,7 @@ class Plan:
         out = []
         for i, n in enumerate(self.names[img]):
             kind = (self.col(n) or {}).get("kind")
-            out.append(connect.unscaled_digits_sql(f"hex_{img}[{i}]", kind) if kind in connect.HEX_KINDS else "cast(null as string)")
+            out.append(values.unscaled_digits_sql(f"hex_{img}[{i}]", kind) if kind in values.HEX_KINDS else "cast(null as string)")
         return "array(" + ", ".join(out) + ")"
 
     def kinds_array(self, img: str) -> str | None:
@@ -185,7 +123,7 @@ class Plan:
                 j = self.names["b"].index(n)
                 kb, tb = f"kk_b[{j}]", self.text("b", j)
             use_a = f"coalesce({ka} != 'VOID', false)"
-            out.append(connect.kind_class_sql(f"(case when {use_a} then {ka} else {kb} end)", f"(case when {use_a} then {ta} else {tb} end)"))
+            out.append(values.kind_class_sql(f"(case when {use_a} then {ka} else {kb} end)", f"(case when {use_a} then {ta} else {tb} end)"))
         return "array(" + ", ".join(out) + ")" if out else "cast(array() as array<string>)"
 
     def image_sig(self, img: str) -> Sig:
@@ -194,11 +132,11 @@ class Plan:
         conv = []
         for i, n in enumerate(self.names[img]):
             if self.inferred:
-                conv.append(connect.inferred_sql(f"icls[{self.union().index(n)}]"))
+                conv.append(values.inferred_sql(f"icls[{self.union().index(n)}]"))
             else:
                 col = self.col(n)
-                pre = f"uns_{img}[{i}]" if col is not None and col["kind"] in connect.HEX_KINDS else None
-                conv.append(connect.wire_sql(col, pre))
+                pre = f"uns_{img}[{i}]" if col is not None and col["kind"] in values.HEX_KINDS else None
+                conv.append(values.wire_sql(col, pre))
         return Sig(self.ids[img], tuple(self.names[img]), tuple(conv))
 
     def raw(self, img: str, i: int) -> str:
@@ -206,7 +144,7 @@ class Plan:
         NULL (no value, not a bad one)."""
         v = self.value(img, i)
         col = None if self.inferred else self.col(self.names[img][i])
-        if col is not None and col["kind"] in connect.DATE_KINDS:
+        if col is not None and col["kind"] in values.DATE_KINDS:
             return f"(case when {v} like '0000-00-00%' then null else {v} end)"
         return v
 
@@ -221,7 +159,7 @@ class Plan:
 
     def columns(self) -> str:
         if self.inferred:
-            return "array(" + ", ".join(connect.inferred_column_sql(n, f"icls[{u}]") for u, n in enumerate(self.union())) + ")"
+            return "array(" + ", ".join(values.inferred_column_sql(n, f"icls[{u}]") for u, n in enumerate(self.union())) + ")"
         return columns_literal([{k: v for k, v in c.items() if k != "kind"} for c in self.declared])
 
 

@@ -88,11 +88,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
 
 from cdclake.errors import RejectCode
-from cdclake.formats.base import Capabilities, DecodeOptions, event_sql, format_facts, position_sql
-from cdclake.formats.dts_avro.types import case_map, in_sql
+from cdclake.formats.base import DecodeOptions, event_sql, position_sql
+from cdclake.formats.facts import Capabilities, OpTable
 from cdclake.formats.dts_avro.values import columns_sql, legacy_charsets_enabled, zone_ids
 from cdclake.formats.dts_avro.schema import OPERATIONS, RECORD_SCHEMA, RECORD_SCHEMA_JSON
 from cdclake.formats.skeleton import Check, StagedDecoder
+from cdclake.sqltext import sql_in
 
 #: the DTS ``Record`` schema as fastavro reads it (``looks_like``)
 _PARSED_RECORD_SCHEMA = parse_schema(RECORD_SCHEMA)
@@ -100,13 +101,13 @@ _PARSED_RECORD_SCHEMA = parse_schema(RECORD_SCHEMA)
 NAME = "dts-avro"
 
 #: ``operation`` -> what it means (facts.json ``ops``); the schema's other operations are skipped
-OPS: dict[str, str] = format_facts(__package__)["ops"]
-DATA_OPS = {k: v for k, v in OPS.items() if v in ("c", "u", "d", "r")}
-TX_OPS = {k: v for k, v in OPS.items() if v in ("tx_begin", "tx_end")}
-(DDL_OP,) = (k for k, v in OPS.items() if v == "ddl")
-(HEARTBEAT_OP,) = (k for k, v in OPS.items() if v == "heartbeat")
+OPS = OpTable.load(__package__)
+DATA_OPS = OPS.named(*OpTable.DATA)
+TX_OPS = OPS.named("tx_begin", "tx_end")
+DDL_OP = OPS.one("ddl")
+HEARTBEAT_OP = OPS.one("heartbeat")
 #: operations that carry nothing to apply: no event, not an error
-SKIP_OPS = tuple(o for o in OPERATIONS if o not in (*DATA_OPS, *TX_OPS, DDL_OP, HEARTBEAT_OP))
+SKIP_OPS = tuple(o for o in OPERATIONS if o not in OPS.ops)
 
 
 
@@ -186,7 +187,7 @@ class DtsAvroDecoder(StagedDecoder):
             tx_id="nullif(r.sourceTxid, '')",
             event_time_ms="et",
         )
-        op_code = case_map("op", {k: repr(v) for k, v in DATA_OPS.items()})
+        op_code = OPS.case_sql("op", *OpTable.DATA)
         data_event = event_sql(
             **common,
             kind="'data'",
@@ -200,7 +201,7 @@ class DtsAvroDecoder(StagedDecoder):
         ddl_event = event_sql(**common, kind="'ddl'", ddl="ddl_text", primary_key=pk)
         truncate_event = event_sql(**common, kind="'data'", op="'t'", ddl="ddl_text", primary_key=pk)
         is_truncate = f"op = '{DDL_OP}' and tbl is not null and ddl_text rlike '(?i)^\\\\s*truncate\\\\s'"
-        tx_kind = case_map("op", {k: repr(v) for k, v in TX_OPS.items()})
+        tx_kind = OPS.case_sql("op", "tx_begin", "tx_end")
         tx_event = event_sql(**{**common, "schema": "cast(null as string)", "table": "cast(null as string)"}, kind=tx_kind)
         heartbeat_event = event_sql(
             **{**common, "database": "cast(null as string)", "schema": "cast(null as string)", "table": "cast(null as string)"},
@@ -209,16 +210,16 @@ class DtsAvroDecoder(StagedDecoder):
         return F.expr(
             f"""case
               when is_tombstone or op is null then array()
-              when {in_sql('op', DATA_OPS)} then array({data_event})
+              when {sql_in('op', DATA_OPS)} then array({data_event})
               when {is_truncate} then array({truncate_event})
               when op = '{DDL_OP}' then array({ddl_event})
-              when {in_sql('op', TX_OPS)} then array({tx_event})
+              when {sql_in('op', TX_OPS)} then array({tx_event})
               when op = '{HEARTBEAT_OP}' then array({heartbeat_event})
               else array() end"""
         )
 
     def checks(self, df: DataFrame, options: DecodeOptions) -> list[Check]:
-        is_data = F.expr(in_sql("op", DATA_OPS))
+        is_data = F.expr(sql_in("op", DATA_OPS))
         return [
             (
                 F.col("op").isNull(),

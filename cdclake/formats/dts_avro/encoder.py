@@ -347,6 +347,11 @@ class DtsAvroEncoder(Encoder):
         if not event.get("table"):
             return None, None, Counter({"data events without a table": 1})
 
+        return self._plan_data(event, op, rec, carried, drops)
+
+    def _plan_data(self, event: dict, op: str, rec: dict, carried: dict, drops: Counter) -> tuple[dict | None, dict | None, Counter]:
+        """:meth:`_plan` of a data event (``op`` c/u/d/r, a table named): its fields and images
+        written into ``rec``, what decoding gives back into ``carried``."""
         cols = [_Column(c) for c in _columns_of(event)]
         before = event.get("before") if op in ("u", "d") else None
         after = event.get("after") if op in ("c", "u", "r") else None

@@ -75,7 +75,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from cdclake.formats.encoding import Encoded, Encoder, dumps, sequence_numbers
-from cdclake.formats.qlik_json.decoder import MAGIC, NAME
+from cdclake.formats.qlik_json.decoder import NAME
+from cdclake.formats.qlik_json.metadata import MAGIC
 
 _DEC = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
 _LEN = re.compile(r"\((\d+)\)")
@@ -83,6 +84,15 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 LOB_TYPES = ("CLOB", "NCLOB", "BLOB")
 SERVER = "replicate-01"
 TASK = "mysql-to-kafka"
+
+
+def _emit(out: Encoded, value: dict, unit: int | None) -> int:
+    """Append the message ``value`` to ``out`` in delivery unit ``unit`` (None: a unit of its
+    own); its index."""
+    i = len(out.records)
+    out.records.append((None, dumps(value)))
+    out.units.append(i if unit is None else unit)
+    return i
 
 
 @dataclass(frozen=True)
@@ -379,43 +389,6 @@ class QlikJsonEncoder(Encoder):
         self.metadata, self._versions = [], {}
         last_cs_ms = 0
 
-        def emit(value: dict, unit: int | None) -> int:
-            i = len(out.records)
-            out.records.append((None, dumps(value)))
-            out.units.append(i if unit is None else unit)
-            return i
-
-        def write_md(key: tuple, cols: list[QlikColumn], ms: int | None) -> _Table:
-            schema, table = key
-            version = tables[key].version + 1 if key in tables else 1
-            sid = hashlib.md5(f"{schema}.{table}:{version}:{[c.__dict__ for c in cols]}".encode()).hexdigest().upper()
-            table_columns = {
-                c.name: {"ordinal": i, "type": c.type, "length": c.length, "precision": c.precision, "scale": c.scale,
-                         "primaryKeyPosition": c.pk_pos, "nullable": c.nullable}
-                for i, c in enumerate(cols, start=1)
-            }  # fmt: skip
-            msg = {
-                "magic": MAGIC, "type": "MD", "headers": None, "messageSchemaId": sid, "messageSchema": _message_schema(cols),
-                "message": {
-                    "schemaId": sid,
-                    "lineage": {"server": self.server, "task": self.task, "schema": schema, "table": table, "tableVersion": version,
-                                "timestamp": _lineage_ts(ms)},
-                    "tableStructure": {"tableColumns": table_columns},
-                    "dataSchema": _data_schema(cols),
-                },
-            }  # fmt: skip
-            i = emit(msg, None)
-            pk = [c.name for c in sorted((c for c in cols if c.pk_pos > 0), key=lambda c: c.pk_pos)]
-            ddl_event = {
-                "kind": "ddl", "op": None, "database": None, "schema": schema, "table": table, "before": None, "after": None,
-                "present": None, "primary_key": pk or None, "columns": [c.carried() for c in cols], "tx_id": None,
-                "tx_seq": None, "tx_last": None, "tx_size": None, "ddl": describe(schema, table, version, cols),
-                "event_time_ms": ms,
-            }  # fmt: skip
-            self.metadata.append((i, version, ddl_event))
-            tables[key] = _Table(version, cols, sid, i)
-            return tables[key]
-
         for e, n in zip(events, sequence_numbers(events)):
             kind, op = e.get("kind"), e.get("op")
             if kind == "heartbeat":
@@ -439,50 +412,90 @@ class QlikJsonEncoder(Encoder):
                 if not e.get("columns"):
                     out.dropped["DDL events without a column list"] += 1
                     continue
-                t = write_md(key, self._columns(e), ms)
+                t = self._write_md(out, tables, key, self._columns(e), ms)
                 self._versions[_event_key(e)] = (t.version, t.cols)
                 continue
             cols = self._columns(e)
             t = tables.get(key)
             if t is None or t.cols != cols:
-                t = write_md(key, cols, ms)
+                t = self._write_md(out, tables, key, cols, ms)
             if e.get("tx_size") is not None:
                 out.dropped["transaction sizes (tx_size)"] += 1
-            by = {c.name: c for c in cols}
-            cdc = op != "r"
-            if not cdc and ms is not None:
-                out.dropped["event times of snapshot rows (REFRESH has no timestamp)"] += 1
-            names = self._carried_names(e, cols)
-            keep = [c.name for c in cols] if names is None else names
-            img = lambda m: None if m is None else {k: _wire_value(m.get(k), by[k]) for k in keep if k in m}  # noqa: E731
-            before, after = e.get("before"), e.get("after")
-            if op == "d":
-                data, before_data = img(before), None
-            else:
-                data, before_data = img(after), img(before) if op == "u" else None
-            non_lob = [i for i, c in enumerate(cols, start=1) if c.type not in LOB_TYPES]
-            if op == "u" and before is not None and after is not None:
-                changed = [i for i in non_lob if before.get(cols[i - 1].name) != after.get(cols[i - 1].name)]
-            else:
-                changed = non_lob
-            if cdc:
-                last_cs_ms = max(last_cs_ms, ms if ms is not None else last_cs_ms)
-            headers = {
-                "operation": {"r": "REFRESH", "c": "INSERT", "u": "UPDATE", "d": "DELETE"}[op],
-                "changeSequence": change_sequence(last_cs_ms, n) if cdc else "",
-                "timestamp": _ts_text(ms) if cdc else "",
-                "streamPosition": f"mysql-bin.000001:{n * 100}" if cdc else "",
-                "transactionId": (e.get("tx_id") or "") if cdc else "",
-                "changeMask": mask(changed, len(cols)) if cdc else None,
-                "columnMask": mask([i for i, c in enumerate(cols, start=1) if c.name in keep], len(cols)) if cdc else None,
-                "externalSchemaId": None,
-            }
-            if cdc:  # REFRESH headers end here, as in Data.json
-                headers.update(transactionEventCounter=e.get("tx_seq"), transactionLastEvent=e.get("tx_last"))
-            msg = {"magic": MAGIC, "type": "DT", "headers": None, "messageSchemaId": t.schema_id, "messageSchema": None,
-                   "message": {"data": data, "beforeData": before_data, "headers": headers}}  # fmt: skip
-            emit(msg, t.unit)
+            last_cs_ms = self._write_dt(out, e, n, cols, t, last_cs_ms)
         return out
+
+    def _write_md(self, out: Encoded, tables: dict, key: tuple, cols: list[QlikColumn], ms: int | None) -> "_Table":
+        """Write the metadata message of ``key``'s table with columns ``cols`` (its next
+        ``tableVersion``) to ``out`` and remember it in ``tables``."""
+        schema, table = key
+        version = tables[key].version + 1 if key in tables else 1
+        sid = hashlib.md5(f"{schema}.{table}:{version}:{[c.__dict__ for c in cols]}".encode()).hexdigest().upper()
+        table_columns = {
+            c.name: {"ordinal": i, "type": c.type, "length": c.length, "precision": c.precision, "scale": c.scale,
+                     "primaryKeyPosition": c.pk_pos, "nullable": c.nullable}
+            for i, c in enumerate(cols, start=1)
+        }  # fmt: skip
+        msg = {
+            "magic": MAGIC, "type": "MD", "headers": None, "messageSchemaId": sid, "messageSchema": _message_schema(cols),
+            "message": {
+                "schemaId": sid,
+                "lineage": {"server": self.server, "task": self.task, "schema": schema, "table": table, "tableVersion": version,
+                            "timestamp": _lineage_ts(ms)},
+                "tableStructure": {"tableColumns": table_columns},
+                "dataSchema": _data_schema(cols),
+            },
+        }  # fmt: skip
+        i = _emit(out, msg, None)
+        pk = [c.name for c in sorted((c for c in cols if c.pk_pos > 0), key=lambda c: c.pk_pos)]
+        ddl_event = {
+            "kind": "ddl", "op": None, "database": None, "schema": schema, "table": table, "before": None, "after": None,
+            "present": None, "primary_key": pk or None, "columns": [c.carried() for c in cols], "tx_id": None,
+            "tx_seq": None, "tx_last": None, "tx_size": None, "ddl": describe(schema, table, version, cols),
+            "event_time_ms": ms,
+        }  # fmt: skip
+        self.metadata.append((i, version, ddl_event))
+        tables[key] = _Table(version, cols, sid, i)
+        return tables[key]
+
+    def _write_dt(self, out: Encoded, e: dict, n: int, cols: list[QlikColumn], t: "_Table", last_cs_ms: int) -> int:
+        """Write the data message of event ``e`` (the ``n``-th, of table ``t`` with columns
+        ``cols``) to ``out``; the last change-sequence time, ``last_cs_ms`` moved by it."""
+        op, ms = e.get("op"), e.get("event_time_ms")
+        by = {c.name: c for c in cols}
+        cdc = op != "r"
+        if not cdc and ms is not None:
+            out.dropped["event times of snapshot rows (REFRESH has no timestamp)"] += 1
+        names = self._carried_names(e, cols)
+        keep = [c.name for c in cols] if names is None else names
+        img = lambda m: None if m is None else {k: _wire_value(m.get(k), by[k]) for k in keep if k in m}  # noqa: E731
+        before, after = e.get("before"), e.get("after")
+        if op == "d":
+            data, before_data = img(before), None
+        else:
+            data, before_data = img(after), img(before) if op == "u" else None
+        non_lob = [i for i, c in enumerate(cols, start=1) if c.type not in LOB_TYPES]
+        if op == "u" and before is not None and after is not None:
+            changed = [i for i in non_lob if before.get(cols[i - 1].name) != after.get(cols[i - 1].name)]
+        else:
+            changed = non_lob
+        if cdc:
+            last_cs_ms = max(last_cs_ms, ms if ms is not None else last_cs_ms)
+        headers = {
+            "operation": {"r": "REFRESH", "c": "INSERT", "u": "UPDATE", "d": "DELETE"}[op],
+            "changeSequence": change_sequence(last_cs_ms, n) if cdc else "",
+            "timestamp": _ts_text(ms) if cdc else "",
+            "streamPosition": f"mysql-bin.000001:{n * 100}" if cdc else "",
+            "transactionId": (e.get("tx_id") or "") if cdc else "",
+            "changeMask": mask(changed, len(cols)) if cdc else None,
+            "columnMask": mask([i for i, c in enumerate(cols, start=1) if c.name in keep], len(cols)) if cdc else None,
+            "externalSchemaId": None,
+        }
+        if cdc:  # REFRESH headers end here, as in Data.json
+            headers.update(transactionEventCounter=e.get("tx_seq"), transactionLastEvent=e.get("tx_last"))
+        msg = {"magic": MAGIC, "type": "DT", "headers": None, "messageSchemaId": t.schema_id, "messageSchema": None,
+               "message": {"data": data, "beforeData": before_data, "headers": headers}}  # fmt: skip
+        _emit(out, msg, t.unit)
+        return last_cs_ms
 
     def carried(self, event: dict) -> dict | None:
         """``event`` as the decoder gives it back. A DDL event's ``ddl`` names its

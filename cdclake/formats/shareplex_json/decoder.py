@@ -77,16 +77,16 @@ Mapping to the canonical event:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.errors import RejectCode
-from cdclake.formats.base import Capabilities, DecodeOptions, configured_key_sql, event_sql, format_facts, position_sql
+from cdclake.formats.base import DecodeOptions, configured_key_sql, event_sql, position_sql
+from cdclake.formats.facts import Capabilities, OpTable
 from cdclake.formats.json_common import JsonDecoder, loads_object
-from cdclake.formats.typed import collect_signatures, persist_stage, sig_case
-from cdclake.sqltext import sql_str
+from cdclake.formats.shareplex_json.types import UpdateSig
+from cdclake.formats.skeleton import persist_stage
+from cdclake.formats.typed import collect_signatures, sig_case
 
 NAME = "shareplex-json"
 
@@ -98,15 +98,12 @@ SCHEMA = (
 
 #: the wire op (upper-cased, spaces/underscores collapsed to one space) -> what the decoder does
 #: (facts.json ``ops``)
-OPS: dict[str, str] = format_facts(__package__)["ops"]
+OPS = OpTable.load(__package__)
 DATA_ACTIONS = ("insert", "update", "delete", "update_before", "update_after")
 
-_EMPTY = "cast(map() as map<string,string>)"
 #: a decimal integer as scn may hold it (decimal(38,0)); seq/size fit a bigint
 _SCN_RE = "^[0-9]{1,38}$"
 _SEQ_RE = "^[0-9]{1,18}$"
-
-
 
 #: what an update's signature is built from: its configured key, the columns of ``key`` and the
 #: columns of ``data`` (sizes hashed too, so that the lists' boundaries count)
@@ -116,77 +113,6 @@ SIG_HASHED = [
     "coalesce(size(j.key), -1)", "map_keys(j.key)",
     "coalesce(size(j.data), -1)", "map_keys(j.data)",
 ]
-
-
-@dataclass(frozen=True)
-class UpdateSig:
-    """An update's layout, fixed by its signature (worked out on the driver): the configured key
-    ``pk`` (None: none), the columns of ``key`` (``kk``) and of ``data`` (``dk``) in wire order
-    (None: the image is absent). Values are read by position from ``kv = map_values(j.key)`` and
-    ``dv = map_values(j.data)``."""
-
-    id: int
-    pk: tuple[str, ...] | None
-    kk: tuple[str, ...] | None
-    dk: tuple[str, ...] | None
-
-    @staticmethod
-    def of(sig_id: int, pk, kk, dk) -> "UpdateSig":
-        return UpdateSig(sig_id, None if pk is None else tuple(pk), None if kk is None else tuple(kk), None if dk is None else tuple(dk))
-
-    def _after(self, key_change: bool) -> list[tuple[str, str]]:
-        """The after image's (column, value SQL) in order: the key's identifying columns (every
-        column of ``key`` on a key change or without a configured key) not in ``data``, then
-        ``data``."""
-        kk, dk = self.kk or (), self.dk or ()
-        keep = [
-            (c, f"kv[{i}]") for i, c in enumerate(kk)
-            if (key_change or self.pk is None or c in self.pk) and c not in dk
-        ]
-        return keep + [(c, f"dv[{j}]") for j, c in enumerate(dk)]
-
-    def key_change_sql(self) -> str:
-        """SQL: ``data`` changes a configured key column (null-safe inequality)."""
-        if self.pk is None:
-            return "false"
-        kk, dk = self.kk or (), self.dk or ()
-        tests = [f"not (dv[{dk.index(c)}] <=> kv[{kk.index(c)}])" for c in self.pk if c in dk and c in kk]
-        return "(" + " or ".join(tests) + ")" if tests else "false"
-
-    @staticmethod
-    def _map(entries: list[tuple[str, str]]) -> str:
-        if not entries:
-            return _EMPTY
-        return f"map_from_arrays(array({', '.join(sql_str(c) for c, _ in entries)}), array({', '.join(v for _, v in entries)}))"
-
-    @staticmethod
-    def _names(entries: list[tuple[str, str]]) -> str:
-        if not entries:
-            return "cast(array() as array<string>)"
-        return f"array({', '.join(sql_str(c) for c, _ in entries)})"
-
-    def after_sql(self) -> str:
-        changed, same = self._after(True), self._after(False)
-        if changed == same:
-            return self._map(same)
-        return f"(case when key_change then {self._map(changed)} else {self._map(same)} end)"
-
-    def present_sql(self) -> str:
-        changed, same = self._after(True), self._after(False)
-        if changed == same:
-            return self._names(same)
-        return f"(case when key_change then {self._names(changed)} else {self._names(same)} end)"
-
-    @property
-    def missing(self) -> bool:
-        """The update lacks an image it needs: no ``data``, no ``key`` without a configured key,
-        or a configured key column in neither."""
-        if not self.dk:
-            return True
-        if self.pk is None:
-            return not self.kk
-        return not all(c in (self.kk or ()) or c in self.dk for c in self.pk)
-
 
 
 def _unquote(part: str) -> str:
@@ -206,9 +132,7 @@ class ShareplexJsonDecoder(JsonDecoder):
     def _fields(self, df: DataFrame, options: DecodeOptions) -> DataFrame:
         """The record's fields as columns (images stay raw maps), an update's signature
         ``sig``, and the columns the events read, persisted once."""
-        action = (
-            "(case " + " ".join(f"when op_n = {sql_str(k)} then {sql_str(v)}" for k, v in OPS.items()) + " end)"
-        )
+        action = OPS.case_sql("op_n")
         df = df.selectExpr(
             "*",
             "regexp_replace(upper(trim(j.meta.op)), '[ _]+', ' ') as op_n",

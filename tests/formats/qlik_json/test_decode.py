@@ -300,7 +300,7 @@ def test_refresh_and_lower_case_operation(decoded):
 
 
 def test_mask_ordinals(spark):
-    from cdclake.formats.qlik_json.decoder import mask_ordinals_sql
+    from cdclake.formats.qlik_json.metadata import mask_ordinals_sql
 
     cases = {"0B": [1, 2, 4], "0b": [1, 2, 4], "B": [1, 2, 4], "0B01": [1, 2, 4, 9], "0001": [9], "80": [8], "": [],
              "FFFFFFFFFFFFFFFFFF": list(range(1, 73))}  # 72 bits: more than a 64-bit conv could hold
