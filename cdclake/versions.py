@@ -55,12 +55,17 @@ PYARROW_VERSION = "26.0.1"
 #: the PostgreSQL client of ``cdclake.testing.postgres`` (typed rows to compare with the tables);
 #: the binary wheel brings its own libpq
 PSYCOPG_VERSION = "3.3.9"
+#: the documentation site (``mkdocs.yml``, ``docs/``): built with ``--strict`` by
+#: ``tests/test_docs.py``, served locally with ``.venv/bin/mkdocs serve``
+MKDOCS_VERSION = "1.6.1"
+MKDOCS_MATERIAL_VERSION = "9.8.1"
 
 
 def test_pins() -> list[str]:
-    """Requirement strings of the test-only readers (``bin/setup --test``)."""
+    """Requirement strings of the test-only readers and the docs builder (``bin/setup --test``)."""
     return [f"deltalake=={DELTALAKE_VERSION}", f"pyarrow=={PYARROW_VERSION}",
-            f"psycopg[binary]=={PSYCOPG_VERSION}"]
+            f"psycopg[binary]=={PSYCOPG_VERSION}", f"mkdocs=={MKDOCS_VERSION}",
+            f"mkdocs-material=={MKDOCS_MATERIAL_VERSION}"]
 
 
 def pip_pins() -> list[str]:
