@@ -62,7 +62,7 @@ from cdclake.formats.debezium_json.inferred import column_ddl
 from cdclake.formats.debezium_json.images import plan_of, typed_images
 from cdclake.formats.debezium_json.wire import (
     BODY_FIELDS, BODY_SCHEMA, HISTORY_SCHEMA, IMAGE, IMAGE_SIG, JSON_OPTS, LENIENT_SCHEMA, OTHER, PG_ORDER, PLACEHOLDER,
-    PLACEHOLDER_OPTION, SCHEMA, SCHEMA_SIG, SIG, SIG_PARTS, placeholder_forms, tx_id_sql,
+    PLACEHOLDER_OPTION, SCHEMA, SCHEMA_HASH, SCHEMA_SIG, SIG, SIG_PARTS, placeholder_forms, tx_id_sql,
 )
 from cdclake.formats.json_common import CORRUPT, JsonDecoder, loads_object, parse_json
 from cdclake.formats.skeleton import persist_stage
@@ -181,6 +181,7 @@ class DebeziumJsonDecoder(JsonDecoder):
                       else 'none' end) as rt""",
         )
         df = df.selectExpr("*", "case when rt = 'data' and env then schema_txt end as sig_schema")
+        df = df.selectExpr("*", f"{SCHEMA_HASH} as sig_schema_h")
         df = df.selectExpr("*", f"case when rt = 'data' then {SIG} end as sig")
         return df.selectExpr(
             "*",

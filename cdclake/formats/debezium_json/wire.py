@@ -94,15 +94,19 @@ NULL_STRINGS = "cast(null as array<string>)"
 #: what a data record's signature is hashed from: its Connect schema text (NULL without the
 #: envelope) and its images' keys; then the per-image and per-schema signatures it implies
 SIG_PARTS = ["sig_schema", "map_keys(after_m)", "map_keys(before_m)", "sig_a", "sig_b", "sig_s"]
-SIG = "xxhash64(sig_schema, coalesce(size(map_keys(after_m)), -1), map_keys(after_m), coalesce(size(map_keys(before_m)), -1), map_keys(before_m))"
+SIG = "xxhash64(sig_schema_h, coalesce(size(map_keys(after_m)), -1), map_keys(after_m), coalesce(size(map_keys(before_m)), -1), map_keys(before_m))"
 #: A typed image depends on the Connect schema and that image's keys only, and the events'
 #: ``columns`` on the schema only: with a schema, each image's CASE is over the distinct
 #: (schema, image keys) of the batch (``sig_a``/``sig_b``) and ``columns`` over the distinct
 #: schemas (``sig_s``), not over every (schema, after keys, before keys): an insert, an update
 #: and a delete of one schema share their branches (a third of the CASE branches). Without a
 #: schema (types inferred from both images' values) they are the record's signature.
-IMAGE_SIG = "case when {m} is null then null when sig_schema is not null then xxhash64({tag}, sig_schema, coalesce(size(map_keys({m})), -1), map_keys({m})) else sig end"
-SCHEMA_SIG = "case when sig is null then null when sig_schema is not null then xxhash64(3, sig_schema) else sig end"
+IMAGE_SIG = "case when {m} is null then null when sig_schema is not null then xxhash64({tag}, sig_schema_h, coalesce(size(map_keys({m})), -1), map_keys({m})) else sig end"
+SCHEMA_SIG = "case when sig is null then null when sig_schema is not null then xxhash64(3, sig_schema_h) else sig end"
+#: the Connect schema's text hashed once per record (``sig_schema_h``; a schema is ~2 KB of JSON
+#: text): the signatures above hash this, not the text again (a collision is still caught: the
+#: signature aggregate checks a second hash over the text itself)
+SCHEMA_HASH = "case when sig_schema is not null then xxhash64(sig_schema) end"
 
 
 #: a PostgreSQL transaction id as Debezium 2.0 and later write it: ``<txId>:<LSN>``, both decimal
