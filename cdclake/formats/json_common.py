@@ -11,6 +11,7 @@ records ``from_json`` could not read.
 from __future__ import annotations
 
 import json
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
