@@ -31,7 +31,9 @@ back: the event with the fields the format does not carry set as the decoder set
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -121,6 +123,107 @@ def writable(events: Iterable[dict], out: Encoded, unwritable: Callable[[dict], 
         yield e
 
 
+#: what an event can be that a format does not write, as the formats' ladders name it
+#: (:func:`not_written`): case -> (the test, the reason in the words formats share)
+EVENT_CASES: dict[str, tuple[Callable[[dict], bool], str]] = {
+    "ddl": (lambda e: e["kind"] == "ddl", "DDL events"),
+    "heartbeat": (lambda e: e["kind"] == "heartbeat", "heartbeat events"),
+    "tx": (lambda e: e["kind"] in ("tx_begin", "tx_end"), "transaction markers"),
+    "truncate": (lambda e: e.get("op") == "t", "truncate events"),
+    "no_table": (lambda e: not e.get("table"), "events without a table name"),
+    "no_name": (lambda e: e["kind"] in ("data", "ddl") and not (e.get("database") and e.get("table")),
+                "events without a database or table name"),
+    "partial": (lambda e: e["kind"] == "data" and e.get("present") is not None, "events with partial images"),
+    "partial_update": (lambda e: e["kind"] == "data" and e.get("op") == "u" and e.get("present") is not None,
+                       "partial updates"),
+    "update_without_after": (lambda e: e["kind"] == "data" and e.get("op") == "u" and e.get("after") is None,
+                             "updates without an after image"),
+    "insert_without_after": (lambda e: e["kind"] == "data" and e.get("op") in ("c", "r") and e.get("after") is None,
+                             "inserts without an after image"),
+    "delete_without_before": (lambda e: e["kind"] == "data" and e.get("op") == "d" and e.get("before") is None,
+                              "deletes without a before image"),
+    "unknown": (lambda e: e["kind"] not in ("data", "ddl") or (e["kind"] == "data" and e.get("op") not in ("c", "u", "d", "r", "t")),
+                "events of kind {kind} op {op}"),
+}
+
+
+def not_written(event: dict, ladder: Iterable[str | tuple[str, str]]) -> str | None:
+    """Why a format does not write ``event``: the reason of the first case of ``ladder`` (the
+    format's, in its order: a name of :data:`EVENT_CASES`, given the shared reason, or ``(name,
+    the format's own reason)``) that ``event`` is; None when it is none of them. A reason may
+    name the event's ``{kind}`` and ``{op}``."""
+    for step in ladder:
+        case, reason = (step, None) if isinstance(step, str) else step
+        test, shared = EVENT_CASES[case]
+        if test(event):
+            return (reason or shared).format(kind=event["kind"], op=event.get("op"))
+    return None
+
+
+def json_kind(value) -> str:
+    """The JSON kind of a value read from JSON (``columns[].source_type`` is ``json:<kind>`` where
+    a decoder infers a column's type from its values): ``null``, ``boolean``, ``integer``,
+    ``number``, ``string``, ``object`` or ``array``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "object" if isinstance(value, dict) else "array"
+
+
+def json_text(value) -> str | None:
+    """A JSON value's text as Spark's ``from_json`` reads it into a string: a string as itself,
+    ``true``/``false``, other values as JSON (integers as their digits); None for a null.
+    (Spark writes a floating point number as Java does; see the formats' ``java_double_text``.)"""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    return dumps(value).decode("utf-8")
+
+
+def inferred_column(name: str, value) -> dict:
+    """The column (COLUMN_SCHEMA dict) a decoder that infers types from JSON values (TUPLE,
+    Debezium without a schema) declares for a column holding ``value``: an integer is
+    ``bigint`` (beyond its range ``decimal(38,0)``), another number ``double``, a boolean
+    ``boolean``, a null of no type, anything else ``string``."""
+    kind = json_kind(value)
+    if kind == "integer":
+        spark_type = "bigint" if -(2**63) <= value < 2**63 else "decimal(38,0)"
+    else:
+        spark_type = {"null": None, "number": "double", "boolean": "boolean"}.get(kind, "string")
+    return {"name": name, "source_type": f"json:{kind}", "spark_type": spark_type, "precision": None, "scale": None, "nullable": None}
+
+
+#: the DDL statements Canal and DataWorks name alike (their ``type`` / ``op``): ``(first
+#: words, name)``, the index statements before CREATE and DROP (:func:`ddl_name`)
+DDL_NAMES = (
+    (r"create\s+(unique\s+|fulltext\s+|spatial\s+)?index", "CINDEX"),
+    (r"drop\s+index", "DINDEX"),
+    (r"create", "CREATE"),
+    (r"alter", "ALTER"),
+    (r"rename", "RENAME"),
+)
+
+
+def ddl_name(sql: str | None, names: Iterable[tuple[str, str]], default: str = "QUERY") -> str:
+    """The name a format gives the DDL statement ``sql``: that of the first of ``names``
+    (``(first words, name)``: a regular expression the statement starts with, white space
+    before it allowed, any case, ending at a word boundary) it starts with, else ``default``."""
+    for words, name in names:
+        if sql and re.match(rf"\s*{words}\b", sql, re.I):
+            return name
+    return default
+
+
 def dumps(obj) -> bytes:
     """Compact JSON, UTF-8, non-ASCII kept as is (producers write UTF-8, not ``\\u`` escapes)."""
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
@@ -135,6 +238,14 @@ def first_event_time_ms(events: list[dict]) -> int:
     """The first event time (ms) of ``events``, 0 when none has one: the start of sequence ids
     shaped ``base_ms * 10**6 + k`` (DataWorks ``sequenceId``, TUPLE ``_sequence_id_``)."""
     return next((e["event_time_ms"] for e in events if e.get("event_time_ms") is not None), 0)
+
+
+def sequence_ids(base_ms: int | None, events: list[dict]) -> Iterator[str]:
+    """Sequence ids shaped ``base_ms * 10**6 + k`` (k = 0, 1 ...), as text: DataWorks
+    ``sequenceId``, TUPLE ``_sequence_id_``; ``base_ms`` None: :func:`first_event_time_ms` of
+    ``events``."""
+    base = base_ms if base_ms is not None else first_event_time_ms(events)
+    return (str(base * 10**6 + k) for k in itertools.count())
 
 
 def column_types(event: dict) -> dict[str, str]:

@@ -4,7 +4,8 @@
 2. :meth:`StagedDecoder.derive`: the format's own columns (its signatures and typed images,
    worked out on the driver from one small aggregate);
 3. :meth:`StagedDecoder.events`: the record's canonical events, one SQL expression over those
-   columns;
+   columns, each event derived from one declaration of what the record's events share
+   (:meth:`StagedDecoder.declare`, :class:`EventDecl`);
 4. the reject ladder: :meth:`StagedDecoder.first_checks` (the reading's own: the record is not
    the format's datum at all) then :meth:`StagedDecoder.checks` (the format's), the first that
    holds wins (:func:`cdclake.formats.base.first_error`);
@@ -25,14 +26,98 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdclake import frames
-from cdclake.formats.base import Decoder, DecodeOptions, finish, first_error
+from cdclake.errors import RejectCode
+from cdclake.formats.base import Decoder, DecodeOptions, event_sql, finish, first_error
+from cdclake.sqltext import sql_in, sql_str
 
 #: a reject rung: ``(condition, reject code, message)``
 Check = tuple[Column, str, Column | str]
 
 
+def table_missing(when: Column, database: str | None, table: str, message: Column | str, needs_table: str | None = None) -> Check:
+    """The ``MISSING_TABLE`` rung of a record ``when`` holds whose ``database`` (SQL; None: the
+    format names none) or ``table`` is missing or blank; with ``needs_table`` (SQL) only a
+    record it holds for needs a table (not a database-level statement)."""
+    blank = f"nullif(trim({table}), '') is null"
+    if needs_table:
+        blank = f"({blank} and {needs_table})"
+    if database:
+        blank = f"nullif(trim({database}), '') is null or {blank}"
+    return (when & F.expr(blank), RejectCode.MISSING_TABLE.value, message)
+
+
+def image_missing(op: str, ops: tuple[str, ...], image: str, what: str) -> Check:
+    """The ``MISSING_IMAGE`` rung of a record whose op (the column ``op``) is one of ``ops`` and
+    whose ``image`` (SQL: an array or map) is missing or empty: ``<op> without <what>``."""
+    return (
+        F.expr(f"{sql_in(op, ops)} and coalesce(size({image}), 0) <= 0"),
+        RejectCode.MISSING_IMAGE.value,
+        F.concat(F.col(op), F.lit(f" without {what}")),
+    )
+
+
+def bad_values(when: Column, columns: str, what: str) -> Check:
+    """The ``BAD_VALUE`` rung of a record ``when`` holds whose ``columns`` (SQL,
+    ``array<string>``: the columns whose value could not be read) is not empty:
+    ``<what> in column(s) <columns>``."""
+    return (
+        when & F.expr(f"size({columns}) > 0"),
+        RejectCode.BAD_VALUE.value,
+        F.expr(f"concat({sql_str(what + ' in column(s) ')}, array_join({columns}, ', '))"),
+    )
+
+
+class EventDecl:
+    """The declaration of a record's events (SQL of EVENT_SCHEMA's fields, :func:`event_sql`):
+    ``common``, what every event of the record shares (the format's name, and the table,
+    position, transaction, event time ... as the format reads them), declared once; each kind
+    of event is derived from it with only what is its own. A field a kind is given again
+    replaces the shared one; a field nobody gives is a typed NULL."""
+
+    def __init__(self, common: dict[str, str]) -> None:
+        self.common = dict(common)
+
+    def but(self, **fields: str) -> "EventDecl":
+        """The declaration with ``fields`` shared as well (or instead)."""
+        return EventDecl({**self.common, **fields})
+
+    def without(self, *names: str) -> "EventDecl":
+        """The declaration without the shared fields ``names`` (typed NULLs unless given)."""
+        return EventDecl({k: v for k, v in self.common.items() if k not in names})
+
+    def event(self, kind: str, **fields: str) -> str:
+        """SQL: an event of ``kind`` (an SQL expression) with the shared fields and ``fields``."""
+        return event_sql(**{**self.common, **fields, "kind": kind})
+
+    def data(self, op: str, **fields: str) -> str:
+        """SQL: a row change (kind ``data``) of op ``op`` (an SQL expression)."""
+        return self.event("'data'", op=op, **fields)
+
+    def truncate(self, **fields: str) -> str:
+        """SQL: a truncate (kind ``data``, op ``t``)."""
+        return self.data("'t'", **fields)
+
+    def ddl(self, ddl: str, **fields: str) -> str:
+        """SQL: a DDL event whose statement is ``ddl`` (an SQL expression)."""
+        return self.event("'ddl'", ddl=ddl, **fields)
+
+    def tx(self, kind: str, **fields: str) -> str:
+        """SQL: a transaction marker (``kind``: an SQL expression, ``tx_begin`` or ``tx_end``):
+        it names no schema or table."""
+        return self.without("schema", "table").event(kind, **fields)
+
+    def heartbeat(self, **fields: str) -> str:
+        """SQL: a heartbeat: it names no database, schema or table."""
+        return self.without("database", "schema", "table").event("'heartbeat'", **fields)
+
+
 class StagedDecoder(Decoder):
     """A decoder written as the skeleton's steps (see the module docstring)."""
+
+    #: the fields (SQL over :meth:`derive`'s columns) naming a record's table and event time in
+    #: every event :meth:`declare` declares: the columns ``db``, ``tbl`` and ``et``, as the
+    #: formats' ``derive`` names them; a format whose columns are named otherwise declares its own
+    record_fields: dict[str, str] = {"database": "db", "table": "tbl", "event_time_ms": "et"}
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
         """DECODED_SCHEMA rows of ``raw`` (RAW_SCHEMA), one per record."""
@@ -52,7 +137,13 @@ class StagedDecoder(Decoder):
     @abstractmethod
     def events(self, df: DataFrame, options: DecodeOptions) -> Column:
         """The record's events: an ``array<struct>`` of EVENT_SCHEMA's fields over
-        :meth:`derive`'s columns (:func:`cdclake.formats.base.event_sql`)."""
+        :meth:`derive`'s columns (each from :meth:`declare`'s declaration)."""
+
+    def declare(self, **common: str) -> EventDecl:
+        """The declaration of a record's events (:class:`EventDecl`): the format's name (this
+        decoder's :attr:`name`), its :attr:`record_fields` and ``common``, the other fields
+        (SQL) all its events share."""
+        return EventDecl({"format": sql_str(self.name), **self.record_fields, **common})
 
     def first_checks(self) -> list[Check]:
         """The rungs of the reading itself, before :meth:`checks`. Default: the tombstone rung."""

@@ -36,11 +36,11 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.errors import RejectCode
-from cdclake.formats.base import DecodeOptions, event_sql, position_sql
+from cdclake.formats.base import DecodeOptions, position_sql
 from cdclake.formats.facts import Capabilities, OpTable
 from cdclake.formats.json_common import JsonDecoder, loads_object
 from cdclake.formats.canal_json.types import NotAnObject, entries, signature
-from cdclake.formats.skeleton import persist_stage
+from cdclake.formats.skeleton import bad_values, persist_stage, table_missing
 from cdclake.formats.typed import Sig, add_typed_image, collect_signatures, columns_literal, image_struct_sql, sig_case
 from cdclake.sqltext import sql_in, sql_let, sql_str
 
@@ -73,6 +73,7 @@ class CanalJsonDecoder(JsonDecoder):
     name = NAME
     capabilities = Capabilities.load(__package__)  # facts.json beside this module
     wire_schema = SCHEMA
+    record_fields = {"database": "j.database", "table": "j.table", "event_time_ms": "es"}
 
     def derive(self, df: DataFrame, options: DecodeOptions) -> DataFrame:
         return self._typed(self._fields(df, options))
@@ -198,20 +199,12 @@ class CanalJsonDecoder(JsonDecoder):
     def events(self, df: DataFrame, options: DecodeOptions) -> Column:
         columns = "cols"
         pk = "(case when size(j.pkNames) > 0 then j.pkNames end)"
-        common = dict(
-            format=f"'{NAME}'",
-            database="j.database",
-            table="j.table",
-            event_time_ms="es",
-            tx_id="j.gtid",
-        )
+        record = self.declare(tx_id="j.gtid")
         op = OPS.case_sql("t", *OpTable.DATA)
 
         def data_event(before: str, after: str, i: str) -> str:
-            return event_sql(
-                **common,
-                kind="'data'",
-                op=op,
+            return record.data(
+                op,
                 before=before,
                 after=after,
                 primary_key=pk,
@@ -219,23 +212,17 @@ class CanalJsonDecoder(JsonDecoder):
                 position=position_sql(["coalesce(es, ts)", "coalesce(mid, 0)", i], f"concat_ws(':', j.es, j.id, {i})"),
             )
 
-        def single_event(**kw: str) -> str:
-            fields = {
-                **common,
-                "position": position_sql(["coalesce(es, ts)", "coalesce(mid, 0)", "0"], "concat_ws(':', j.es, j.id)"),
-                **kw,
-            }
-            return event_sql(**fields)
-
+        # a message that is one event (not a row change): positioned as its first row
+        single = record.but(position=position_sql(["coalesce(es, ts)", "coalesce(mid, 0)", "0"], "concat_ws(':', j.es, j.id)"))
         multi = data_event("element_at(before_m, i + 1).img", "element_at(after_m, i + 1).img", "i")
         return F.expr(
             f"""case
               when is_tombstone then array()
               when {_IS_DATA} and fast then array({data_event('before1', 'after1', '0')})
               when {_IS_DATA} then transform(sequence(0, n_rows - 1), i -> {multi})
-              when t = 'TRUNCATE' then array({single_event(kind="'data'", op="'t'", ddl='j.sql')})
-              when {sql_in('t', DDL_TYPES)} or (j.isDdl and t not in ('TRUNCATE', 'MHEARTBEAT')) then array({single_event(kind="'ddl'", ddl='j.sql', primary_key=pk)})
-              when t = 'MHEARTBEAT' then array({single_event(kind="'heartbeat'", database='cast(null as string)', table='cast(null as string)')})
+              when t = 'TRUNCATE' then array({single.truncate(ddl='j.sql')})
+              when {sql_in('t', DDL_TYPES)} or (j.isDdl and t not in ('TRUNCATE', 'MHEARTBEAT')) then array({single.ddl('j.sql', primary_key=pk)})
+              when t = 'MHEARTBEAT' then array({single.heartbeat()})
               else array() end"""
         )
 
@@ -248,10 +235,9 @@ class CanalJsonDecoder(JsonDecoder):
             (F.col("bad_types"), RejectCode.SCHEMA_MISMATCH.value, "'mysqlType' or 'sqlType' is not an object of column types"),
             (F.col("t").isNull(), RejectCode.SCHEMA_MISMATCH.value, "no 'type' field"),
             (~known, RejectCode.UNKNOWN_OP.value, F.concat(F.lit("unknown Canal type "), F.col("j.type"))),
-            (
-                (data | F.expr(f"{sql_in('t', DDL_TYPES)} or t = 'TRUNCATE'")) & F.expr("nullif(trim(j.database), '') is null or (nullif(trim(j.table), '') is null and t != 'QUERY' and t not like '%DDL%')"),
-                RejectCode.MISSING_TABLE.value,
-                "message has no database/table",
+            table_missing(
+                data | F.expr(f"{sql_in('t', DDL_TYPES)} or t = 'TRUNCATE'"), "j.database", "j.table", "message has no database/table",
+                needs_table="t != 'QUERY' and t not like '%DDL%'",
             ),
             (data & F.expr("n_rows = 0 or img0 is null"), RejectCode.MISSING_IMAGE.value, "data change without rows in 'data'"),
             (
@@ -260,11 +246,7 @@ class CanalJsonDecoder(JsonDecoder):
                 "'old' and 'data' have different lengths",
             ),
             (F.expr("coalesce(es, ts) is null and t != 'MHEARTBEAT'"), RejectCode.BAD_POSITION.value, "no numeric 'es' or 'ts'"),
-            (
-                data & F.expr("size(bad_cols) > 0"),
-                RejectCode.BAD_VALUE.value,
-                F.expr("concat('a value does not match its mysqlType/sqlType in column(s) ', array_join(bad_cols, ', '))"),
-            ),
+            bad_values(data, "bad_cols", "a value does not match its mysqlType/sqlType"),
         ]
 
     def looks_like(self, value: bytes) -> bool:

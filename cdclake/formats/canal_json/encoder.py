@@ -55,7 +55,7 @@ import base64
 import re
 from collections.abc import Iterable
 
-from cdclake.formats.encoding import Encoded, Encoder, dumps, two_level
+from cdclake.formats.encoding import DDL_NAMES, Encoded, Encoder, ddl_name, dumps, not_written, two_level
 from cdclake.formats.sqltypes import BINARY_TYPES as _BINARY_TYPES, mysql_base_type, mysql_precision_scale, mysql_spark_type
 
 NAME = "canal-json"
@@ -147,22 +147,22 @@ def read_back(wire: str | None, spark_type: str) -> str | None:
     return wire
 
 
-_DDL_TYPES = [
-    (re.compile(r"^\s*create\s+(unique\s+|fulltext\s+|spatial\s+)?index\b", re.I), "CINDEX"),
-    (re.compile(r"^\s*drop\s+index\b", re.I), "DINDEX"),
-    (re.compile(r"^\s*create\b", re.I), "CREATE"),
-    (re.compile(r"^\s*rename\b", re.I), "RENAME"),
-    (re.compile(r"^\s*alter\b", re.I), "ALTER"),
-    (re.compile(r"^\s*drop\s+table\b", re.I), "ERASE"),
-]
+#: Canal's ``type``s of DDL statements: the shared names, and DROP TABLE (no other DROP) ERASE
+_DDL_TYPES = (*DDL_NAMES, (r"drop\s+table", "ERASE"))
 
 
 def ddl_type(sql: str | None) -> str:
     """Canal's ``type`` for a DDL statement (never TRUNCATE: that is a data event here)."""
-    for pattern, t in _DDL_TYPES:
-        if sql and pattern.search(sql):
-            return t
-    return "QUERY"
+    return ddl_name(sql, _DDL_TYPES)
+
+
+#: why an event is not written (:func:`cdclake.formats.encoding.not_written`)
+_NOT_WRITTEN = (
+    ("heartbeat", "heartbeat events (Canal's heartbeats never reach flat messages)"),
+    ("tx", "transaction BEGIN/END markers (Canal filters them out)"),
+    ("partial", "events with partial images (Canal writes whole rows)"),
+    "unknown",
+)
 
 
 _DATA_TYPES = {"c": "INSERT", "u": "UPDATE", "d": "DELETE", "r": "INIT"}
@@ -213,16 +213,7 @@ class CanalJsonEncoder(Encoder):
 
     @staticmethod
     def _skip_reason(event: dict) -> str | None:
-        kind = event["kind"]
-        if kind == "heartbeat":
-            return "heartbeat events (Canal's heartbeats never reach flat messages)"
-        if kind in ("tx_begin", "tx_end"):
-            return "transaction BEGIN/END markers (Canal filters them out)"
-        if kind == "data" and event.get("present") is not None:
-            return "events with partial images (Canal writes whole rows)"
-        if kind not in ("data", "ddl") or (kind == "data" and event.get("op") not in ("c", "u", "d", "r", "t")):
-            return f"events of kind {kind} op {event.get('op')}"
-        return None
+        return not_written(event, _NOT_WRITTEN)
 
     # ---- encode -----------------------------------------------------------------------------
 

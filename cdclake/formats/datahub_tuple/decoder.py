@@ -70,7 +70,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.errors import RejectCode
-from cdclake.formats.base import DecodeOptions, configured_key_sql, event_sql, position_sql
+from cdclake.formats.base import DecodeOptions, configured_key_sql, position_sql
 from cdclake.formats.facts import Capabilities, OpTable
 from cdclake.formats.json_common import JsonDecoder, loads_object
 from cdclake.values import normalize_image_sql
@@ -187,19 +187,13 @@ class DatahubTupleDecoder(JsonDecoder):
                        'precision', cast(null as int),
                        'scale', cast(null as int),
                        'nullable', cast(null as boolean)))"""
-        op = OPS.case_sql("op_t")
-        data_event = event_sql(
-            format=f"'{NAME}'",
-            kind="'data'",
-            op=op,
-            database="db",
-            table="tbl",
+        record = self.declare(position=position_sql(["seq"], "seq_text"))
+        data_event = record.data(
+            OPS.case_sql("op_t"),
             before="(case when side = 'before' then row_n.image end)",
             after="(case when side = 'after' then row_n.image end)",
             primary_key="pk",
             columns=columns,
-            position=position_sql(["seq"], "seq_text"),
-            event_time_ms="et",
         )
         return F.expr(f"case when is_tombstone then array() else array({data_event}) end")
 

@@ -53,14 +53,13 @@ from collections import Counter
 from collections.abc import Iterable
 from datetime import date, datetime
 
-from cdclake.formats.encoding import Encoded, Encoder, column_types, dumps, first_event_time_ms, writable
+from cdclake.formats.encoding import Encoded, Encoder, column_types, dumps, inferred_column, json_text, not_written, sequence_ids, writable
 from cdclake.model import qualified_name
 
 NAME = "datahub-tuple"
 
 _INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 _EPOCH = datetime(1970, 1, 1)
-_BIGINT_MIN, _BIGINT_MAX = -(2**63), 2**63 - 1
 
 
 def _micros(text: str, spark_type: str) -> int:
@@ -107,27 +106,6 @@ def wire_value(text: str | None, spark_type: str | None):
     return text  # decimal (exact text), binary (base64), string
 
 
-def json_kind(value) -> str:
-    """The JSON kind the decoder sees for a wire value (``columns[].source_type`` = json:kind)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    return "string"
-
-
-def decoded_type(value) -> str | None:
-    """The Spark type the decoder infers for a wire value (None for a JSON null)."""
-    kind = json_kind(value)
-    if kind == "integer":
-        return "bigint" if _BIGINT_MIN <= value <= _BIGINT_MAX else "decimal(38,0)"
-    return {"number": "double", "boolean": "boolean", "string": "string"}.get(kind)
-
-
 def java_double_text(f: float) -> str:
     """``f`` as Java's ``Double.toString`` writes it, which is how Spark reads a JSON number into
     a string (``1e+16`` -> ``1.0E16``, ``1e-07`` -> ``1.0E-7``, ``0.001`` -> ``0.001``): plain
@@ -150,13 +128,20 @@ def java_double_text(f: float) -> str:
 
 def decoded_text(value) -> str | None:
     """The canonical text the decoder gives back for a wire value."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return java_double_text(value)
-    return str(value)
+    return java_double_text(value) if isinstance(value, float) else json_text(value)
+
+
+#: why an event is not written (:func:`cdclake.formats.encoding.not_written`); beyond them, a
+#: row without a column
+_NOT_WRITTEN = (
+    ("ddl", "DDL events (TUPLE topics carry DML only)"),
+    "heartbeat",
+    "tx",
+    "truncate",
+    "no_table",
+    ("partial_update", "partial updates (TUPLE rows are whole rows)"),
+    "update_without_after",
+)
 
 
 class DatahubTupleEncoder(Encoder):
@@ -181,35 +166,17 @@ class DatahubTupleEncoder(Encoder):
     @staticmethod
     def _unwritable(e: dict) -> str | None:
         """Why event ``e`` is not written, or None."""
-        kind, op = e["kind"], e.get("op")
-        if kind == "ddl":
-            return "DDL events (TUPLE topics carry DML only)"
-        if kind == "heartbeat":
-            return "heartbeat events"
-        if kind in ("tx_begin", "tx_end"):
-            return "transaction markers"
-        if op == "t":
-            return "truncate events"
-        if not e.get("table"):
-            return "events without a table name"
-        if op == "u" and e.get("present") is not None:
-            return "partial updates (TUPLE rows are whole rows)"
-        image = e.get("before") if op == "d" else e.get("after")
-        if op == "u" and image is None:
-            return "updates without an after image"
-        if not image:
+        reason = not_written(e, _NOT_WRITTEN)
+        if reason is None and not (e.get("before") if e.get("op") == "d" else e.get("after")):
             return "rows without a column"
-        return None
+        return reason
 
     def encode(self, events: Iterable[dict]) -> Encoded:
         events = list(events)
-        base = self.base_ms if self.base_ms is not None else first_event_time_ms(events)
+        ids = sequence_ids(self.base_ms, events)
         out = Encoded(records=[], dropped=Counter())
-        k = 0
         for e in writable(events, out, self._unwritable, self._count_losses):
-            seq = str(base * 10**6 + k)
-            k += 1
-            for row in self._rows(e, seq):
+            for row in self._rows(e, next(ids)):
                 out.records.append((None, dumps(row)))
         return out
 
@@ -285,8 +252,7 @@ class DatahubTupleEncoder(Encoder):
             "present": None,
             "primary_key": list(e["primary_key"]) if self.keys_configured and e.get("primary_key") else None,
             "columns": [
-                {"name": n, "source_type": f"json:{json_kind(v)}", "spark_type": decoded_type(v), "precision": None, "scale": None, "nullable": None}
-                for n, v in shown.items()
+                inferred_column(n, v) for n, v in shown.items()
             ],
             "tx_id": None,
             "tx_seq": None,

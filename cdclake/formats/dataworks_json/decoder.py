@@ -75,11 +75,11 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.errors import RejectCode
-from cdclake.formats.base import DecodeOptions, event_sql, position_sql
+from cdclake.formats.base import DecodeOptions, position_sql
 from cdclake.formats.facts import Capabilities, OpTable
 from cdclake.formats.dataworks_json.types import Signature
 from cdclake.formats.json_common import JsonDecoder, loads_object
-from cdclake.formats.skeleton import persist_stage
+from cdclake.formats.skeleton import image_missing, persist_stage, table_missing
 from cdclake.formats.typed import add_typed_image, collect_signatures, columns_literal, sig_case
 from cdclake.sqltext import sql_in
 
@@ -188,30 +188,22 @@ class DataWorksJsonDecoder(JsonDecoder):
         seq_position = f"(case when scn is null then {by_seq} else {by_seq_scn} end)"
         # heartbeats and transaction markers: sequenceId when they carry one, else eventTime
         marker_position = f"(case when seq is null then {by_event_time} else {seq_position} end)"
-        common = dict(
-            format=f"'{NAME}'",
-            database="db",
+        record = self.declare(
             schema="schema_name",
-            table="tbl",
             event_time_ms="(case when et >= 0 then et end)",
             position=seq_position,
         )
-        op_code = OPS.case_sql("op", *OpTable.DATA)
-        data_event = event_sql(
-            **common,
-            kind="'data'",
-            op=op_code,
+        data_event = record.data(
+            OPS.case_sql("op", *OpTable.DATA),
             before="before_n",
             after="after_n",
             primary_key=pk,
             columns=columns,
         )
-        truncate_event = event_sql(**common, kind="'data'", op="'t'", primary_key=pk, columns=columns, ddl="ddl_text")
-        ddl_event = event_sql(**common, kind="'ddl'", primary_key=pk, columns=columns, ddl="ddl_text")
-        tx_kind = OPS.case_sql("op", "tx_begin", "tx_end")
-        no_table = dict(schema="cast(null as string)", table="cast(null as string)", position=marker_position)
-        tx_event = event_sql(**{**common, **no_table}, kind=tx_kind)
-        heartbeat_event = event_sql(**{**common, **no_table, "database": "cast(null as string)"}, kind="'heartbeat'")
+        truncate_event = record.truncate(primary_key=pk, columns=columns, ddl="ddl_text")
+        ddl_event = record.ddl("ddl_text", primary_key=pk, columns=columns)
+        tx_event = record.tx(OPS.case_sql("op", "tx_begin", "tx_end"), position=marker_position)
+        heartbeat_event = record.heartbeat(position=marker_position)
 
         return F.expr(
             f"""case
@@ -235,21 +227,9 @@ class DataWorksJsonDecoder(JsonDecoder):
             (F.col("no_payload"), RejectCode.SCHEMA_MISMATCH.value, "no 'payload' object"),
             (F.col("op").isNull(), RejectCode.SCHEMA_MISMATCH.value, "no 'payload.op' field"),
             (~F.expr(OPS.in_sql("op")), RejectCode.UNKNOWN_OP.value, F.concat(F.lit("unknown DataWorks op "), F.col("op"))),
-            (
-                needs_table & F.expr("nullif(trim(db), '') is null or (nullif(trim(tbl), '') is null and op != 'QUERY')"),
-                RejectCode.MISSING_TABLE.value,
-                "message has no schema.source.dbName/tableName",
-            ),
-            (
-                F.expr("op in ('INSERT', 'UPDATE_AFTER') and coalesce(size(after_raw), 0) <= 0"),
-                RejectCode.MISSING_IMAGE.value,
-                F.concat(F.col("op"), F.lit(" without payload.after.dataColumn")),
-            ),
-            (
-                F.expr(f"{sql_in('op', ('DELETE', *BEFORE_HALVES))} and coalesce(size(before_raw), 0) <= 0"),
-                RejectCode.MISSING_IMAGE.value,
-                F.concat(F.col("op"), F.lit(" without payload.before.dataColumn")),
-            ),
+            table_missing(needs_table, "db", "tbl", "message has no schema.source.dbName/tableName", needs_table="op != 'QUERY'"),
+            image_missing("op", ("INSERT", "UPDATE_AFTER"), "after_raw", "payload.after.dataColumn"),
+            image_missing("op", ("DELETE", *BEFORE_HALVES), "before_raw", "payload.before.dataColumn"),
             (
                 (needs_seq & F.expr("seq is null")) | bad_number,
                 RejectCode.BAD_POSITION.value,

@@ -66,12 +66,11 @@ never written.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable
 from datetime import date, datetime
 
-from cdclake.formats.encoding import Encoded, Encoder, column_types, dumps, first_event_time_ms, writable
+from cdclake.formats.encoding import DDL_NAMES, Encoded, Encoder, column_types, ddl_name, dumps, not_written, sequence_ids, writable
 
 NAME = "dataworks-json"
 VERSION = "0.0.1"
@@ -80,15 +79,16 @@ ROW_ID_COLUMN = "#alibaba_rds_row_id#"
 _INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 _EPOCH = datetime(1970, 1, 1)
 
-#: DDL verb (first words of the statement, upper-cased) -> DataWorks op
-_DDL_OPS = (
-    (re.compile(r"^\s*CREATE\s+(UNIQUE\s+|FULLTEXT\s+|SPATIAL\s+)?INDEX\b", re.I), "CINDEX"),
-    (re.compile(r"^\s*DROP\s+INDEX\b", re.I), "DINDEX"),
-    (re.compile(r"^\s*CREATE\b", re.I), "CREATE"),
-    (re.compile(r"^\s*ALTER\b", re.I), "ALTER"),
-    (re.compile(r"^\s*DROP\b", re.I), "ERASE"),
-    (re.compile(r"^\s*RENAME\b", re.I), "RENAME"),
-    (re.compile(r"^\s*TRUNCATE\b", re.I), "TRUNCATE"),
+#: DataWorks' ops of DDL statements: the shared names, any other DROP ERASE, and TRUNCATE
+_DDL_OPS = (*DDL_NAMES, (r"drop", "ERASE"), (r"truncate", "TRUNCATE"))
+
+#: why an event is not written (:func:`cdclake.formats.encoding.not_written`)
+_NOT_WRITTEN = (
+    "no_name",
+    ("partial_update", "partial updates (DataWorks images are whole rows)"),
+    "update_without_after",
+    "insert_without_after",
+    "delete_without_before",
 )
 
 
@@ -115,10 +115,7 @@ DECODED_TYPE = {"LONG": "bigint", "DOUBLE": "double", "BOOLEAN": "boolean", "DAT
 def ddl_op(text: str | None) -> str:
     """The DataWorks op of a DDL statement: ``ALTER``, ``CREATE``, ``ERASE`` (DROP TABLE) ...,
     ``QUERY`` for anything else."""
-    for pattern, op in _DDL_OPS:
-        if pattern.match(text or ""):
-            return op
-    return "QUERY"
+    return ddl_name(text, _DDL_OPS)
 
 
 def _ms(text: str, spark_type: str) -> int:
@@ -185,32 +182,18 @@ class DataWorksJsonEncoder(Encoder):
 
     def encode(self, events: Iterable[dict]) -> Encoded:
         events = list(events)
-        base = self.base_ms if self.base_ms is not None else first_event_time_ms(events)
+        ids = sequence_ids(self.base_ms, events)
         out = Encoded(records=[], dropped=Counter())
-        k = 0
         for e in writable(events, out, self._unwritable, self._count_losses):
             streamed = e["kind"] != "heartbeat" and not (e["kind"] == "data" and e["op"] == "r")
-            seq = str(base * 10**6 + k) if streamed else None
-            if streamed:
-                k += 1
+            seq = next(ids) if streamed else None
             for value in self._messages(e, seq):
                 out.records.append((None, dumps(value)))
         return out
 
     def _unwritable(self, e: dict) -> str | None:
         """Why event ``e`` cannot be written at all, or None."""
-        if e["kind"] in ("data", "ddl") and not (e.get("database") and e.get("table")):
-            return "events without a database or table name"
-        if e["kind"] == "data" and e["op"] == "u":
-            if e.get("present") is not None:
-                return "partial updates (DataWorks images are whole rows)"
-            if e.get("after") is None:
-                return "updates without an after image"
-        if e["kind"] == "data" and e["op"] in ("c", "r") and e.get("after") is None:
-            return "inserts without an after image"
-        if e["kind"] == "data" and e["op"] == "d" and e.get("before") is None:
-            return "deletes without a before image"
-        return None
+        return not_written(e, _NOT_WRITTEN)
 
     def _count_losses(self, e: dict, dropped: Counter) -> None:
         if e.get("tx_id") is not None or e.get("tx_seq") is not None or e.get("tx_size") is not None:

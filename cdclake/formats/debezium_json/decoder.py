@@ -53,7 +53,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.errors import RejectCode
-from cdclake.formats.base import DecodeOptions, event_sql
+from cdclake.formats.base import DecodeOptions
 from cdclake.formats.facts import Capabilities
 from cdclake.formats.debezium_json.events import (
     COLUMN_DDL, add_column_ddl, add_position, column_ddl_events, ddl_event, heartbeat_event, tx_event,
@@ -65,7 +65,7 @@ from cdclake.formats.debezium_json.wire import (
     PLACEHOLDER_OPTION, SCHEMA, SCHEMA_HASH, SCHEMA_SIG, SIG, SIG_PARTS, placeholder_forms, tx_id_sql,
 )
 from cdclake.formats.json_common import CORRUPT, JsonDecoder, loads_object, parse_json
-from cdclake.formats.skeleton import persist_stage
+from cdclake.formats.skeleton import bad_values, persist_stage, table_missing
 from cdclake.formats.typed import collect_signatures
 from cdclake.sqltext import sql_str
 
@@ -85,6 +85,7 @@ class DebeziumJsonDecoder(JsonDecoder):
     name = NAME
     capabilities = Capabilities.load(__package__)  # facts.json beside this module
     wire_schema = SCHEMA
+    record_fields = {"event_time_ms": "event_time"}
 
     def parse(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
         """One ``from_json`` per record (images stay raw, the Connect schema raw text); the text
@@ -193,13 +194,13 @@ class DebeziumJsonDecoder(JsonDecoder):
         )
 
     def events(self, df: DataFrame, options: DecodeOptions) -> Column:
-        common = dict(format=f"'{NAME}'", event_time_ms="event_time")
-        data_common = dict(
-            **common, database="src.db", schema="src.`schema`", table="tbl", position="pos",
+        record = self.declare()
+        change = record.but(
+            database="src.db", schema="src.`schema`", table="tbl", position="pos",
             tx_id=tx_id_sql("b.`transaction`.id"), tx_seq="try_cast(b.`transaction`.total_order as bigint)",
         )
-        data_event = event_sql(
-            **data_common, kind="'data'", op="b.op", before="before_img", after="after_img", primary_key="pk", columns="cols",
+        data_event = change.data(
+            "b.op", before="before_img", after="after_img", primary_key="pk", columns="cols",
             present="carried",
         )
         # --snapshot-removes-missing: the table's last snapshot row (Debezium 2.x marks it
@@ -210,12 +211,12 @@ class DebeziumJsonDecoder(JsonDecoder):
         ends = (
             f"""when rt = 'data' and b.op = 'r' and lower(src.snapshot) in ('last', 'last_in_data_collection')
                      and pstyle in ('binlog', 'lsn', 'mongo')
-                then array({data_event}, {event_sql(**{k: v for k, v in data_common.items() if not k.startswith('tx_')}, kind="'snapshot_end'")})"""
+                then array({data_event}, {change.without('tx_id', 'tx_seq').event("'snapshot_end'")})"""
             if options.snapshot_ends else ""
         )
         # a PostgreSQL change whose columns differ from its table's before it: the DDL first
         inferred = (
-            f"when rt = 'data' and {COLUMN_DDL} is not null then concat({column_ddl_events(common)}, array({data_event}))"
+            f"when rt = 'data' and {COLUMN_DDL} is not null then concat({column_ddl_events(record)}, array({data_event}))"
             if COLUMN_DDL in df.columns else ""
         )
         return F.expr(
@@ -223,11 +224,11 @@ class DebeziumJsonDecoder(JsonDecoder):
               {ends}
               {inferred}
               when rt = 'data' then array({data_event})
-              when rt = 'truncate' then array({event_sql(**data_common, kind="'data'", op="'t'")})
-              when rt = 'ddl' and size(tc) > 0 then transform(tc, x -> {ddl_event(common, 'x')})
-              when rt = 'ddl' then array({ddl_event(common, None)})
-              when rt = 'tx' then array({tx_event(common)})
-              when rt = 'heartbeat' then array({heartbeat_event(common)})
+              when rt = 'truncate' then array({change.truncate()})
+              when rt = 'ddl' and size(tc) > 0 then transform(tc, x -> {ddl_event(record, 'x')})
+              when rt = 'ddl' then array({ddl_event(record, None)})
+              when rt = 'tx' then array({tx_event(record)})
+              when rt = 'heartbeat' then array({heartbeat_event(record)})
               else array() end"""
         )
 
@@ -242,7 +243,7 @@ class DebeziumJsonDecoder(JsonDecoder):
                 "not a Debezium change, transaction or schema-change event (no 'op', 'status' or 'ddl')",
             ),
             (rt == "unknown", RejectCode.UNKNOWN_OP.value, F.concat(F.lit("unknown Debezium op "), F.col("b.op"))),
-            (rt.isin("data", "truncate") & F.expr("nullif(trim(tbl), '') is null"), RejectCode.MISSING_TABLE.value, "'source' names no table"),
+            table_missing(rt.isin("data", "truncate"), None, "tbl", "'source' names no table"),
             (
                 is_data & F.expr("(after_p and after_m is null) or (before_p and before_m is null) or kv_bad"),
                 RejectCode.SCHEMA_MISMATCH.value,
@@ -261,11 +262,7 @@ class DebeziumJsonDecoder(JsonDecoder):
                     "else concat('source position is not a number: ', pos.text) end"
                 ),
             ),
-            (
-                is_data & F.expr("size(bad_cols) > 0"),
-                RejectCode.BAD_VALUE.value,
-                F.expr("concat('value does not fit its declared type in column(s) ', array_join(bad_cols, ', '))"),
-            ),
+            bad_values(is_data, "bad_cols", "value does not fit its declared type"),
         ]
 
     def looks_like(self, value: bytes) -> bool:

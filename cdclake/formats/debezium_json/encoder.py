@@ -80,7 +80,7 @@ from collections.abc import Iterable
 from datetime import date, datetime
 from decimal import Decimal, localcontext
 
-from cdclake.formats.encoding import Encoded, Encoder, dumps
+from cdclake.formats.encoding import Encoded, Encoder, dumps, inferred_column, json_text, not_written
 
 NAME = "debezium-json"
 DECIMAL = "org.apache.kafka.connect.data.Decimal"
@@ -325,6 +325,14 @@ SCHEMA_CHANGE_KEY_SCHEMA = {
     "version": 1,
 }
 
+#: why an event is not written (:func:`cdclake.formats.encoding.not_written`)
+_NOT_WRITTEN = (
+    ("heartbeat", "heartbeat events (Debezium's heartbeat topic has no binlog position)"),
+    ("tx", "transaction BEGIN/END markers (on the <prefix>.transaction topic)"),
+    ("partial", "events with partial images (Debezium writes whole rows)"),
+    "unknown",
+)
+
 
 class DebeziumJsonEncoder(Encoder):
     """Writes canonical events as Debezium MySQL-connector change events (see the module
@@ -347,16 +355,7 @@ class DebeziumJsonEncoder(Encoder):
 
     @staticmethod
     def _skip_reason(event: dict) -> str | None:
-        kind = event["kind"]
-        if kind == "heartbeat":
-            return "heartbeat events (Debezium's heartbeat topic has no binlog position)"
-        if kind in ("tx_begin", "tx_end"):
-            return "transaction BEGIN/END markers (on the <prefix>.transaction topic)"
-        if kind == "data" and event.get("present") is not None:
-            return "events with partial images (Debezium writes whole rows)"
-        if kind not in ("data", "ddl") or (kind == "data" and event.get("op") not in ("c", "u", "d", "r", "t")):
-            return f"events of kind {kind} op {event.get('op')}"
-        return None
+        return not_written(event, _NOT_WRITTEN)
 
     def _wrap(self, schema: dict, payload):
         return {"schema": schema, "payload": payload} if self.with_schema else payload
@@ -599,7 +598,7 @@ class DebeziumJsonEncoder(Encoder):
                 if img is None:
                     return None
                 # typed columns come back as their canonical text; undeclared ones as JSON text
-                return {k: (orig[k] if k in types else _json_text(v)) for k, v in img.items()}
+                return {k: (orig[k] if k in types else json_text(v)) for k, v in img.items()}
 
             out.update(columns=columns, before=back(before, event.get("before")), after=back(after, event.get("after")))
             return out
@@ -613,49 +612,12 @@ class DebeziumJsonEncoder(Encoder):
         return out
 
 
-def _json_text(v) -> str | None:
-    """A JSON value as the decoder reads it into ``map<string,string>``."""
-    if v is None:
-        return None
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, str):
-        return v
-    return dumps(v).decode("utf-8")
-
-
-def _json_kind(v) -> str | None:
-    if v is None:
-        return None
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int):
-        return "integer"
-    if isinstance(v, float):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    return "object" if isinstance(v, dict) else "array"
-
-
 def _inferred_columns(after: dict | None, before: dict | None) -> list[dict]:
     """The decoder's column declarations without the envelope: after's keys then before's,
     each typed by its after value unless that is null."""
     after, before = after or {}, before or {}
     names = list(after) + [k for k in before if k not in after]
-    out = []
-    for n in names:
-        v = after[n] if n in after and after[n] is not None else before.get(n)
-        kind = _json_kind(v)
-        if kind == "integer":
-            spark = "bigint" if -(2**63) <= v < 2**63 else "decimal(38,0)"
-        else:
-            spark = {None: None, "string": "string", "boolean": "boolean", "number": "double"}.get(kind, "string")
-        out.append({
-            "name": n, "source_type": f"json:{kind or 'null'}", "spark_type": spark,
-            "precision": None, "scale": None, "nullable": None,
-        })
-    return out
+    return [inferred_column(n, after[n] if n in after and after[n] is not None else before.get(n)) for n in names]
 
 
 def _schemaless_text(v, spark_type: str | None) -> str | None:
@@ -667,7 +629,7 @@ def _schemaless_text(v, spark_type: str | None) -> str | None:
         return str(int(v))
     if spark_type == "double":
         return java_double_text(float(v))
-    return _json_text(v)
+    return json_text(v)
 
 
 def java_double_text(x: float) -> str:

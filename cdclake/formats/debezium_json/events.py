@@ -47,9 +47,10 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
-from cdclake.formats.base import event_sql, position_sql
+from cdclake.formats.base import position_sql
 from cdclake.formats.debezium_json.inferred import InferredDdl
 from cdclake.formats.debezium_json.wire import ID_SPLIT, tx_id_sql
+from cdclake.formats.skeleton import EventDecl
 from cdclake.formats.sqltypes import jdbc_spark_type
 from cdclake.sqltext import sql_let, sql_str
 
@@ -163,11 +164,11 @@ def jdbc_spark_type_sql(code: str) -> str:
     return f"(case {whens} else 'string' end)"
 
 
-def ddl_event(common: dict[str, str], x: str | None) -> str:
+def ddl_event(record: EventDecl, x: str | None) -> str:
     """SQL: the DDL event of a schema-change record (columns as :func:`add_position` and the
     decoder's ``ddl_text``, ``db_name``, ``schema_name``): of its ``tableChanges`` element ``x``
-    (a lambda variable), or of the record itself when ``x`` is None. ``common``: the fields
-    every event of the record shares (format, event time)."""
+    (a lambda variable), or of the record itself when ``x`` is None. ``record``: what every
+    event of the record shares (format, event time)."""
     if x is None:
         ident = dict(
             database="coalesce(src.db, db_name)",
@@ -189,26 +190,25 @@ def ddl_event(common: dict[str, str], x: str | None) -> str:
                          'scale', try_cast(c.scale as int), 'nullable', try_cast(c.optional as boolean)))""",
             primary_key=f"(case when size({x}.`table`.primaryKeyColumnNames) > 0 then {x}.`table`.primaryKeyColumnNames end)",
         )
-    ev = event_sql(**common, **ident, **extra, kind="'ddl'", ddl="ddl_text", position="pos", tx_id=tx_id_sql("b.`transaction`.id"))
+    ev = record.ddl("ddl_text", **ident, **extra, position="pos", tx_id=tx_id_sql("b.`transaction`.id"))
     if x is None:
         return ev
     return sql_let(f"""transform(split({x}.id, {ID_SPLIT}), p -> regexp_replace(p, '^"|"$', ''))""", "idp", ev)
 
 
-def tx_event(common: dict[str, str]) -> str:
+def tx_event(record: EventDecl) -> str:
     """SQL: the ``tx_begin``/``tx_end`` event of a transaction-topic record."""
-    return event_sql(
-        **common,
-        kind="(case when upper(b.status) = 'BEGIN' then 'tx_begin' else 'tx_end' end)",
+    return record.tx(
+        "(case when upper(b.status) = 'BEGIN' then 'tx_begin' else 'tx_end' end)",
         tx_id=tx_id_sql("b.id"),
         tx_size="try_cast(b.event_count as bigint)",
         position=position_sql(["coalesce(ts, 0)"], "concat_ws(' ', concat('tx=', b.id), upper(b.status))"),
     )
 
 
-def heartbeat_event(common: dict[str, str]) -> str:
+def heartbeat_event(record: EventDecl) -> str:
     """SQL: the heartbeat event of a heartbeat record (``ts``: its ``ts_ms``)."""
-    return event_sql(**common, kind="'heartbeat'", position=position_sql(["ts"], "concat('ts_ms=', ts)"))
+    return record.heartbeat(position=position_sql(["ts"], "concat('ts_ms=', ts)"))
 
 
 # ---- column DDL read from a PostgreSQL table's successive column lists ---------------------------
@@ -240,13 +240,13 @@ def add_column_ddl(df: DataFrame, found: list[InferredDdl]) -> DataFrame:
     return df.selectExpr("*", f"cast((case {' '.join(whens)} end) as {_COLUMN_DDL_TYPE}) as {COLUMN_DDL}")
 
 
-def column_ddl_events(common: dict[str, str]) -> str:
+def column_ddl_events(record: EventDecl) -> str:
     """SQL: the DDL events of a record's :data:`COLUMN_DDL` statements, the ``i``-th at the
     point with ``i`` appended: between the change before it (of the old schema: a PostgreSQL
     change's LSN differs from the one before it, and changes of one statement share a schema)
     and the record's change."""
-    ev = event_sql(
-        **common, database="src.db", schema="src.`schema`", table="tbl", kind="'ddl'", ddl="s",
+    ev = record.ddl(
+        "s", database="src.db", schema="src.`schema`", table="tbl",
         position=f"named_struct('order', concat({COLUMN_DDL}.point, array(cast(i as decimal(38,0)))), 'text', {COLUMN_DDL}.text)",
         columns="cols",
     )

@@ -27,6 +27,14 @@ _P120 = "1329227995784915872903807060280344576BD"
 DATE_KINDS = ("date", "ts_ms", "ts_us", "ts_ns", "ts_iso")
 #: the kinds whose wire value is base64 text read in a pre-projection (see decimal_hex_sql)
 HEX_KINDS = ("decimal", "vsdecimal")
+#: the timestamps Spark can hold, in ms since the epoch: 0001-01-01 .. 9999-12-31T23:59:59.999
+_MS_LO, _MS_HI = -62135596800000, 253402300799999
+#: the kinds of a number of units since the epoch: Spark's function reading it, its range
+_EPOCH_KINDS = {"ts_ms": ("timestamp_millis", _MS_LO, _MS_HI), "ts_us": ("timestamp_micros", f"{_MS_LO}000", f"{_MS_HI}999")}
+#: the kinds of a time of day (a MySQL TIME: a duration): SQL of its microseconds from the number ``{0}``
+_TIME_KINDS = {"time_ms": "try_multiply({0}, 1000)", "time_us": "{0}", "time_ns": "({0} div 1000)"}
+#: the kinds whose text reads as the canonical text of a Spark type (:func:`canonical_sql`)
+_CANONICAL_KINDS = {"ts_iso": "timestamp", "boolean": "boolean", "binary": "binary"}
 
 
 def is_number_sql(v: str) -> str:
@@ -49,6 +57,12 @@ def is_non_finite_sql(v: str) -> str:
 
 def _decimal_normal(v: str) -> str:
     return f"(case when {v} rlike {_NUMERIC_RE} then trim({v}) end)"
+
+
+def _integer(v: str, spark_type: str) -> str:
+    """SQL: the canonical text of an integer value's text ``v`` (digits only, a sign and white
+    space around them allowed) for a column of ``spark_type`` (``int``, ``bigint``)."""
+    return f"(case when {v} rlike {_INT_TEXT} then {canonical_sql(v, spark_type)} end)"
 
 
 def _time_text(micros: str) -> str:
@@ -184,7 +198,6 @@ def wire_sql(col: dict | None, pre: str | None = None) -> str:
     v = "{0}"
     num = is_number_sql(v)
     big = f"try_cast({v} as bigint)"
-    ms_lo, ms_hi = -62135596800000, 253402300799999  # 0001-01-01 .. 9999-12-31T23:59:59.999
     if kind == "decimal":
         # pre: the unscaled digits of the base64 bytes ('' when unreadable), NULL for numbers
         scale = col["scale"]
@@ -204,32 +217,22 @@ def wire_sql(col: dict | None, pre: str | None = None) -> str:
             f"(case when {num} then (case when {days} between -719162 and 2932896 then cast(date_add(date'1970-01-01', {days}) as string) end) "
             f"else {canonical_sql(v, 'date')} end)"
         )
-    if kind == "ts_ms":
-        return f"(case when {num} then (case when {big} between {ms_lo} and {ms_hi} then date_format(timestamp_millis({big}), '{TS_FORMAT}') end) else {canonical_sql(v, 'timestamp')} end)"
-    if kind == "ts_us":
-        return f"(case when {num} then (case when {big} between {ms_lo}000 and {ms_hi}999 then date_format(timestamp_micros({big}), '{TS_FORMAT}') end) else {canonical_sql(v, 'timestamp')} end)"
+    if kind in _EPOCH_KINDS:
+        read, lo, hi = _EPOCH_KINDS[kind]
+        return f"(case when {num} then (case when {big} between {lo} and {hi} then date_format({read}({big}), '{TS_FORMAT}') end) else {canonical_sql(v, 'timestamp')} end)"
     if kind == "ts_ns":
         return f"(case when {num} then {canonical_sql(f'date_format(timestamp_micros({big} div 1000), {chr(39)}{TS_FORMAT}{chr(39)})', 'timestamp')} else {canonical_sql(v, 'timestamp')} end)"
-    if kind == "ts_iso":
-        return canonical_sql(v, 'timestamp')
-    if kind == "time_ms":
-        return f"(case when {num} then {_time_text(f'try_multiply({big}, 1000)')} else {v} end)"
-    if kind == "time_us":
-        return f"(case when {num} then {_time_text(big)} else {v} end)"
-    if kind == "time_ns":
-        return f"(case when {num} then {_time_text(f'({big} div 1000)')} else {v} end)"
+    if kind in _TIME_KINDS:
+        return f"(case when {num} then {_time_text(_TIME_KINDS[kind].format(big))} else {v} end)"
     if kind in ("int", "bigint"):
-        return f"(case when {v} rlike {_INT_TEXT} then cast(try_cast(trim({v}) as {kind}) as string) end)"
+        return _integer(v, kind)
     if kind in ("float", "double"):
         return f"cast(try_cast({v} as {kind}) as string)"
-    if kind == "boolean":
-        return canonical_sql(v, 'boolean')
+    if kind in _CANONICAL_KINDS:
+        return canonical_sql(v, _CANONICAL_KINDS[kind])
     if kind == "array":
         # the array's JSON text as it is, when it reads as the Spark array type
         return f"(case when from_json({v}, {sql_str(spark_type)}) is not null then {v} end)"
-    if kind == "binary":
-        stripped = f"regexp_replace({v}, '\\\\s', '')"
-        return f"(case when try_to_binary({stripped}, 'base64') is not null then {stripped} end)"
     return v
 
 
@@ -267,7 +270,7 @@ def inferred_sql(cls: str) -> str:
     column whose class letter is ``cls`` (an SQL expression)."""
     v = "{0}"
     return (
-        f"(case {cls} when 'I' then (case when {v} rlike {_INT_TEXT} then cast(try_cast(trim({v}) as bigint) as string) end) "
+        f"(case {cls} when 'I' then {_integer(v, 'bigint')} "
         f"when 'F' then cast(try_cast({v} as double) as string) when 'B' then {canonical_sql(v, 'boolean')} "
         f"when 'D' then {_decimal_normal(v)} else {v} end)"
     )

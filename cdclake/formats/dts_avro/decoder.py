@@ -88,11 +88,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
 
 from cdclake.errors import RejectCode
-from cdclake.formats.base import DecodeOptions, event_sql, position_sql
+from cdclake.formats.base import DecodeOptions, position_sql
 from cdclake.formats.facts import Capabilities, OpTable
 from cdclake.formats.dts_avro.values import columns_sql, legacy_charsets_enabled, zone_ids
 from cdclake.formats.dts_avro.schema import OPERATIONS, RECORD_SCHEMA, RECORD_SCHEMA_JSON
-from cdclake.formats.skeleton import Check, StagedDecoder
+from cdclake.formats.skeleton import Check, StagedDecoder, image_missing, table_missing
 from cdclake.sqltext import sql_in
 
 #: the DTS ``Record`` schema as fastavro reads it (``looks_like``)
@@ -178,35 +178,24 @@ class DtsAvroDecoder(StagedDecoder):
                         'nullable', cast(null as boolean)))"""
         pk = "(case when size(filter(try_element_at(pk_uk, 'PRIMARY'), k -> k is not null and k != '')) > 0 then filter(try_element_at(pk_uk, 'PRIMARY'), k -> k is not null and k != '') end)"
         position = position_sql(["r.id"], "concat_ws(':', cast(r.id as string), nullif(r.sourcePosition, ''))")
-        common = dict(
-            format=f"'{NAME}'",
-            database="db",
+        record = self.declare(
             schema="sch",
-            table="tbl",
             position=position,
             tx_id="nullif(r.sourceTxid, '')",
-            event_time_ms="et",
         )
-        op_code = OPS.case_sql("op", *OpTable.DATA)
-        data_event = event_sql(
-            **common,
-            kind="'data'",
-            op=op_code,
+        data_event = record.data(
+            OPS.case_sql("op", *OpTable.DATA),
             before="before_map",
             after="after_map",
             present="case when op != 'DELETE' then present_cols end",
             primary_key=pk,
             columns=columns,
         )
-        ddl_event = event_sql(**common, kind="'ddl'", ddl="ddl_text", primary_key=pk)
-        truncate_event = event_sql(**common, kind="'data'", op="'t'", ddl="ddl_text", primary_key=pk)
+        ddl_event = record.ddl("ddl_text", primary_key=pk)
+        truncate_event = record.truncate(ddl="ddl_text", primary_key=pk)
         is_truncate = f"op = '{DDL_OP}' and tbl is not null and ddl_text rlike '(?i)^\\\\s*truncate\\\\s'"
-        tx_kind = OPS.case_sql("op", "tx_begin", "tx_end")
-        tx_event = event_sql(**{**common, "schema": "cast(null as string)", "table": "cast(null as string)"}, kind=tx_kind)
-        heartbeat_event = event_sql(
-            **{**common, "database": "cast(null as string)", "schema": "cast(null as string)", "table": "cast(null as string)"},
-            kind="'heartbeat'",
-        )
+        tx_event = record.tx(OPS.case_sql("op", "tx_begin", "tx_end"))
+        heartbeat_event = record.heartbeat()
         return F.expr(
             f"""case
               when is_tombstone or op is null then array()
@@ -226,21 +215,12 @@ class DtsAvroDecoder(StagedDecoder):
                 RejectCode.AVRO_DECODE_ERROR.value,
                 "value is not an Avro binary datum of com.alibaba.dts.formats.avro.Record",
             ),
-            (
-                is_data & F.expr("nullif(trim(db), '') is null or nullif(trim(tbl), '') is null"),
-                RejectCode.MISSING_TABLE.value,
+            table_missing(
+                is_data, "db", "tbl",
                 F.concat(F.lit("objectName "), F.coalesce(F.concat(F.lit("'"), F.col("r.objectName"), F.lit("'")), F.lit("null")), F.lit(" names no table")),
             ),
-            (
-                F.expr("op in ('INSERT', 'UPDATE', 'INIT') and coalesce(size(aimg), 0) <= 0"),
-                RejectCode.MISSING_IMAGE.value,
-                F.concat(F.col("op"), F.lit(" without an afterImages array")),
-            ),
-            (
-                F.expr("op = 'DELETE' and coalesce(size(bimg), 0) <= 0"),
-                RejectCode.MISSING_IMAGE.value,
-                "DELETE without a beforeImages array",
-            ),
+            image_missing("op", ("INSERT", "UPDATE", "INIT"), "aimg", "an afterImages array"),
+            image_missing("op", ("DELETE",), "bimg", "a beforeImages array"),
             (F.expr(f"op = '{DDL_OP}' and ddl_text is null"), RejectCode.MISSING_IMAGE.value, "DDL without its text in afterImages"),
             (is_data & F.col("flds").isNull(), RejectCode.SCHEMA_MISMATCH.value, "data change without a 'fields' array"),
             (

@@ -75,7 +75,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.errors import RejectCode
-from cdclake.formats.base import DecodeOptions, event_sql, position_sql
+from cdclake.formats.base import DecodeOptions, position_sql
 from cdclake.formats.facts import Capabilities, OpTable
 from cdclake.formats.json_common import JsonDecoder, loads_object
 from cdclake.formats.qlik_json.metadata import MAGIC, MAYBE_MD, SCHEMA, mask_ordinals_sql, pick_md, prepare
@@ -105,6 +105,7 @@ class QlikJsonDecoder(JsonDecoder):
     name = NAME
     capabilities = Capabilities.load(__package__)  # facts.json beside this module
     wire_schema = SCHEMA
+    record_fields = {"schema": "tbl_schema", "table": "tbl_table", "event_time_ms": "et"}
 
     keeps_context = True
 
@@ -174,13 +175,9 @@ class QlikJsonDecoder(JsonDecoder):
                            when meta is not null then transform(filter(meta.cols, c -> array_contains(mask_ords, c.ordinal)), c -> c.name)
                            else filter(transform(mask_ords, o -> try_element_at(map_keys(coalesce(data_raw, before_data_raw)), o)), n -> n is not null)
                       end)"""
-        op_code = OPS.case_sql("op_name")
-        data_event = event_sql(
-            format=f"'{NAME}'",
-            kind="'data'",
-            op=op_code,
-            schema="tbl_schema",
-            table="tbl_table",
+        record = self.declare()
+        data_event = record.data(
+            OPS.case_sql("op_name"),
             before="before_n.image",
             after="after_n.image",
             present=present,
@@ -190,7 +187,6 @@ class QlikJsonDecoder(JsonDecoder):
             tx_id="nullif(trim(hdr.transactionId), '')",
             tx_seq="try_cast(trim(hdr.transactionEventCounter) as bigint)",
             tx_last="try_cast(trim(hdr.transactionLastEvent) as boolean)",
-            event_time_ms="et",
         )
         description = """concat('QLIK METADATA ', concat_ws('.', md.schema, md.table),
                  ' tableVersion ', coalesce(cast(md.version as string), '?'), ' (',
@@ -198,15 +194,13 @@ class QlikJsonDecoder(JsonDecoder):
                                                                case when c.nullable = false then 'NOT NULL' end)), ', '),
                  case when md.pk is not null then concat(', PRIMARY KEY (', array_join(md.pk, ', '), ')') else '' end,
                  ')')"""
-        md_event = event_sql(
-            format=f"'{NAME}'",
-            kind="'ddl'",
+        md_event = record.ddl(
+            description,
             schema="md.schema",
             table="md.table",
             primary_key="md.pk",
             columns="md.columns",
             position=position_sql(["0", "coalesce(md.version, 0)"], "concat('tableVersion:', coalesce(md.version, 0))"),
-            ddl=description,
             event_time_ms="unix_millis(try_cast(trim(lineage.timestamp) as timestamp))",
         )
         return F.expr(

@@ -81,7 +81,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdclake.errors import RejectCode
-from cdclake.formats.base import DecodeOptions, configured_key_sql, event_sql, position_sql
+from cdclake.formats.base import DecodeOptions, configured_key_sql, position_sql
 from cdclake.formats.facts import Capabilities, OpTable
 from cdclake.formats.json_common import JsonDecoder, loads_object
 from cdclake.formats.shareplex_json.types import UpdateSig
@@ -197,35 +197,29 @@ class ShareplexJsonDecoder(JsonDecoder):
 
     def events(self, df: DataFrame, options: DecodeOptions) -> Column:
         position = position_sql(["scn", "coalesce(seq, 0)"], "concat_ws(':', scn_text, seq_text)")
-        common = dict(
-            format=f"'{NAME}'",
-            database="db",
-            table="tbl",
+        record = self.declare(
             primary_key="pk",
             position=position,
             tx_id="j.meta.trans",
             tx_seq="seq",
             tx_last="(seq = tx_size)",
             tx_size="tx_size",
-            event_time_ms="et",
         )
         before = """(case when action = 'update' then j.key
                           when action in ('delete', 'update_before') then coalesce(j.data, j.key) end)"""
         after = """(case when action in ('insert', 'update_after') then j.data
                          when action = 'update' then upd_after end)"""
         op = "(case action when 'insert' then 'c' when 'delete' then 'd' else 'u' end)"
-        data_event = event_sql(
-            **common,
-            kind="'data'",
-            op=op,
+        data_event = record.data(
+            op,
             before=before,
             after=after,
             present="(case when action = 'update' then upd_present end)",
         )
-        old_key_delete = event_sql(**common, kind="'data'", op="'d'", before="j.key")
-        truncate_event = event_sql(**common, kind="'data'", op="'t'")
+        old_key_delete = record.data("'d'", before="j.key")
+        truncate_event = record.truncate()
         ddl_text = "concat('DROP COLUMN', coalesce(concat(' ', to_json(coalesce(j.data, j.key))), ''))"
-        ddl_event = event_sql(**common, kind="'ddl'", ddl=ddl_text)
+        ddl_event = record.ddl(ddl_text)
 
         return F.expr(
             f"""case

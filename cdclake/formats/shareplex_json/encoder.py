@@ -51,7 +51,7 @@ from collections import Counter
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from cdclake.formats.encoding import Encoded, Encoder, dumps
+from cdclake.formats.encoding import Encoded, Encoder, dumps, not_written
 from cdclake.model import qualified_name
 
 NAME = "shareplex-json"
@@ -65,6 +65,16 @@ def wire_time(ms: int) -> str:
 
 def _same(a, b) -> bool:
     return a == b  # null-safe on Python values: None == None
+
+
+#: why an event is not written (:func:`cdclake.formats.encoding.not_written`); beyond them, a
+#: data event without the images its shape needs (:meth:`ShareplexJsonEncoder._shape`)
+_NOT_WRITTEN = (
+    ("ddl", "DDL events (Shareplex Json writes no DDL text)"),
+    "heartbeat",
+    "tx",
+    "no_table",
+)
 
 
 class ShareplexJsonEncoder(Encoder):
@@ -90,15 +100,10 @@ class ShareplexJsonEncoder(Encoder):
     def _shape(self, e: dict) -> str | None:
         """How a data event is written: ``ins``, ``del``, ``upd``, ``halves`` (UPDATE BEFORE +
         UPDATE AFTER), ``after`` (UPDATE AFTER alone), ``TRUNCATE``; a reason when it is not."""
-        kind, op = e["kind"], e.get("op")
-        if kind == "ddl":
-            return "DDL events (Shareplex Json writes no DDL text)"
-        if kind == "heartbeat":
-            return "heartbeat events"
-        if kind in ("tx_begin", "tx_end"):
-            return "transaction markers"
-        if not e.get("table"):
-            return "events without a table name"
+        reason = not_written(e, _NOT_WRITTEN)
+        if reason is not None:
+            return reason
+        op = e.get("op")
         if op == "t":
             return "TRUNCATE"
         if op in ("c", "r"):
