@@ -4,6 +4,8 @@
     cdclake ingest --format FORMAT --kafka-bootstrap HOST:PORT (--topic T ... | --topic-pattern RE)
                    --target DIR --checkpoint DIR [--available-now | --trigger-interval 10s] ...
     cdclake ingest --format FORMAT --input DIR --target DIR --checkpoint DIR [--max-files-per-trigger N] ...
+    cdclake ingest ... [--include-tables RE] [--exclude-tables RE] [--table-name TEMPLATE]
+                   [--partition-by TABLE=EXPR] [--table-property TABLE=NAME=VALUE] [--catalog-database NAME]
     cdclake convert --from F --to G --input PATH [PATH ...] --output PATH
     cdclake simulate --format F --events N --tables K --seed S --output PATH
     cdclake status --target DIR [--json]
@@ -65,6 +67,47 @@ def _primary_keys(values: list[str]) -> dict[str, list[str]]:
     return out
 
 
+def _routing(args):
+    """The :class:`cdclake.routing.Routing` of the table options of ``cdclake ingest``.
+
+    Raises:
+        CdclakeError(BAD_OPTION): a malformed option value (see :meth:`cdclake.routing.Routing.of`).
+    """
+    from cdclake.routing import Naming, Routing
+
+    partition_by: dict[str, list[str]] = {}
+    for table, exprs in assignments(args.partition_by, "--partition-by", "TABLE=EXPR[,EXPR]").items():
+        parts = [e.strip() for e in exprs.split(",") if e.strip()]
+        if not parts:
+            raise CdclakeError("BAD_OPTION", f"--partition-by {table}={exprs!r} is not TABLE=EXPR[,EXPR]")
+        partition_by[table] = parts
+    properties = []
+    for v in args.table_property:
+        table, _, prop = v.partition("=")
+        name, eq, value = prop.partition("=")
+        if not table.strip() or not eq or not name.strip():
+            raise CdclakeError("BAD_OPTION", f"--table-property {v!r} is not TABLE=NAME=VALUE")
+        properties.append((table.strip(), name.strip(), value))
+    if args.metastore and not args.catalog_database:
+        raise CdclakeError("BAD_OPTION", "--metastore needs --catalog-database NAME")
+    naming = Naming(args.table_name or "{name}", args.table_prefix, args.table_suffix)
+    return Routing.of(args.include_tables, args.exclude_tables, naming, partition_by, properties, args.catalog_database)
+
+
+def _session_conf(args) -> dict[str, str]:
+    """Spark settings the ingest options need: an embedded Hive metastore for
+    ``--catalog-database`` unless the Spark configuration names a catalog
+    (``spark.sql.catalogImplementation`` or ``spark.sql.catalog.spark_catalog`` in
+    ``$CDCLAKE_SPARK_CONF``)."""
+    from cdclake import targets
+    from cdclake.catalog import DEFAULT_METASTORE, metastore_conf
+    from cdclake.spark import DRIVER_JAVA_OPTIONS, env_conf
+
+    if not args.catalog_database or {"spark.sql.catalogImplementation", "spark.sql.catalog.spark_catalog"} & set(env_conf()):
+        return {}
+    return metastore_conf(args.metastore or targets.join(targets.resolve(args.target), DEFAULT_METASTORE), DRIVER_JAVA_OPTIONS)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from cdclake import formats
 
@@ -75,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("--input", nargs="+", metavar="PATH", help="files or folders of messages (one per line)")
     ing.add_argument("--target", required=True, metavar="DIR", help="folder of the Delta tables")
     ing.add_argument("--primary-key", action="append", default=[], metavar="TABLE=COL[,COL...]",
-                     help="key columns for a table whose messages carry none (repeatable)")
+                     help="key columns for a table whose messages carry none; TABLE a name or a glob such as shop.* (repeatable)")
     ing.add_argument("--canal-dts-inverted", action="store_true",
                      help="canal-json from a DTS instance created before 2022-03-20 (old/data swapped)")
     ing.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
@@ -106,6 +149,29 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("--snapshot-removes-missing", action="store_true",
                      help="debezium-json: when a table's full snapshot completes (source.snapshot last_in_data_collection/last),"
                           " remove its rows older than the snapshot (rows the source no longer has)")
+    tables = ing.add_argument_group("which tables, under which names, laid out how")
+    tables.add_argument("--include-tables", action="append", default=[], metavar="RE",
+                        help="write only tables whose qualified name (db.table, db.schema.table) matches this Python regular"
+                             " expression, whole (repeatable: any may match; default every table)")
+    tables.add_argument("--exclude-tables", action="append", default=[], metavar="RE",
+                        help="never write tables whose qualified name matches (repeatable); their events are counted, not rejected")
+    tables.add_argument("--table-name", metavar="TEMPLATE",
+                        help="target table name from {name} (qualified), {database}, {schema}, {table}, e.g. {database}_{table}"
+                             " (default {name}; fixed when the target is made)")
+    tables.add_argument("--table-prefix", default="", metavar="TEXT", help="put TEXT before each target table's {table} part")
+    tables.add_argument("--table-suffix", default="", metavar="TEXT", help="put TEXT after each target table's {table} part")
+    tables.add_argument("--partition-by", action="append", default=[], metavar="TABLE=EXPR[,EXPR]",
+                        help="partition new tables matching TABLE (a name or glob, e.g. shop.*) by columns or by"
+                             " years(c), months(c), days(c), hours(c) of a timestamp column (repeatable)")
+    tables.add_argument("--table-property", action="append", default=[], metavar="TABLE=NAME=VALUE",
+                        help="Delta table property of new tables matching TABLE (a name or glob), e.g."
+                             " 'shop.*=delta.enableChangeDataFeed=true' (repeatable)")
+    tables.add_argument("--catalog-database", metavar="NAME",
+                        help="register each table in the Spark catalog as NAME.<table> (an external Delta table); NAME may be"
+                             " {database} (the source database)")
+    tables.add_argument("--metastore", metavar="DIR",
+                        help="with --catalog-database: the embedded Hive metastore's folder (default TARGET/_cdclake/metastore;"
+                             " not used when the Spark configuration names a catalog)")
     ing.add_argument("--master", help="Spark master URL (default local[*])")
     ing.add_argument("--quiet", action="store_true", help="print only the one-line totals")
     conv = sub.add_parser("convert", help="turn messages of one format into another")
@@ -213,10 +279,11 @@ def _ingest(args) -> int:
     pks = _primary_keys(args.primary_key)
     limits = _limits(args)  # fail fast on a bad limit, before Spark starts
     tx_timeout = _tx_timeout(args)
+    routing = _routing(args)
     if args.kafka_bootstrap:
-        return _ingest_kafka(args, pks)
+        return _ingest_kafka(args, pks, routing)
     if args.checkpoint:
-        return _ingest_folder_stream(args, pks)
+        return _ingest_folder_stream(args, pks, routing)
     if args.topic or args.topic_pattern:
         raise CdclakeError("BAD_OPTION", "--topic needs --kafka-bootstrap HOST:PORT")
     if not args.input:
@@ -227,23 +294,60 @@ def _ingest(args) -> int:
     from cdclake.spark import get_spark
 
     extra = _options(args.option)
-    spark = get_spark(master=args.master)
+    spark = get_spark(master=args.master, conf=_session_conf(args))
     config = IngestConfig(args.format, args.input, args.target, pks, args.canal_dts_inverted, extra, limits, args.scd_type, tx_timeout,
-                          args.snapshot_removes_missing)
+                          args.snapshot_removes_missing, routing)
     console = _console()
-    if console.is_terminal and not args.quiet:  # a spinner with the current step and the time
-        import time
-
-        t0 = time.monotonic()
-        with console.status("starting") as status:
-            summary = ingest(spark, config, on_step=lambda text: status.update(f"{text} ({time.monotonic() - t0:.0f} s in)"))
+    if console.is_terminal and not args.quiet:  # a live display: files, records, tables applied, elapsed
+        with ingest_progress(console) as on_step:
+            summary = ingest(spark, config, on_step=on_step)
     else:
         summary = ingest(spark, config)
     _print_summary(summary, args.quiet)
     return 0
 
 
-def _ingest_kafka(args, pks: dict[str, list[str]]) -> int:
+def step_line(step) -> str:
+    """The counters of a :class:`cdclake.pipeline.Step` as a display shows them: ``files 3 ·
+    records 8 (0 rejected) · events 11 · what it does now``."""
+    parts = []
+    if step.files is not None:
+        parts.append(f"files {step.files}")
+    if step.records is not None:
+        parts.append(f"records {step.records} ({step.rejected or 0} rejected)")
+    if step.events is not None:
+        parts.append(f"events {step.events}")
+    parts.append(step.text)
+    return " · ".join(parts)
+
+
+class ingest_progress:  # noqa: N801 (a context manager used as a function)
+    """A rich progress display of a file ingest on ``console``: a line of counters
+    (:func:`step_line`), a bar of the tables applied once their number is known, the time
+    elapsed. ``with ingest_progress(console) as on_step:`` gives the ``on_step`` callable for
+    :func:`cdclake.pipeline.ingest`."""
+
+    def __init__(self, console) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("tables"), TimeElapsedColumn(), console=console, transient=True)
+        self.task = self.progress.add_task("starting", total=None)
+
+    def __enter__(self):
+        self.progress.start()
+        return self.update
+
+    def __exit__(self, *exc) -> None:
+        self.progress.stop()
+
+    def update(self, step) -> None:
+        """Show ``step`` (a :class:`cdclake.pipeline.Step`)."""
+        self.progress.update(self.task, description=_shown(step_line(step)).plain, total=step.tables,
+                             completed=step.tables_applied)
+
+
+def _ingest_kafka(args, pks: dict[str, list[str]], routing) -> int:
     from cdclake.sources.kafka import KafkaInput, kafka_options
     from cdclake.stream import StreamConfig
 
@@ -258,11 +362,11 @@ def _ingest_kafka(args, pks: dict[str, list[str]]) -> int:
         kafka_options(assignments(args.kafka_option, "--kafka-option")),
     )
     source.source_options()  # fail fast on a bad topic choice, before Spark starts
-    config = StreamConfig(args.format, args.target, args.checkpoint, kafka=source)
+    config = StreamConfig(args.format, args.target, args.checkpoint, kafka=source, routing=routing)
     return _run_stream(args, pks, config)
 
 
-def _ingest_folder_stream(args, pks: dict[str, list[str]]) -> int:
+def _ingest_folder_stream(args, pks: dict[str, list[str]], routing) -> int:
     from pathlib import Path
 
     from cdclake.stream import StreamConfig
@@ -271,7 +375,8 @@ def _ingest_folder_stream(args, pks: dict[str, list[str]]) -> int:
         raise CdclakeError("BAD_OPTION", "with --checkpoint, --input names one folder (its files are read as they land)")
     if args.max_files_per_trigger is not None and args.max_files_per_trigger < 1:
         raise CdclakeError("BAD_OPTION", "--max-files-per-trigger must be at least 1")
-    config = StreamConfig(args.format, args.target, args.checkpoint, input_dir=args.input[0], max_files_per_trigger=args.max_files_per_trigger)
+    config = StreamConfig(args.format, args.target, args.checkpoint, input_dir=args.input[0], max_files_per_trigger=args.max_files_per_trigger,
+                          routing=routing)
     return _run_stream(args, pks, config)
 
 
@@ -294,11 +399,12 @@ def _run_stream(args, pks: dict[str, list[str]], config) -> int:
 
     from cdclake.spark import get_spark
 
-    summary = run_stream(get_spark(master=args.master), config)
+    summary = run_stream(get_spark(master=args.master, conf=_session_conf(args)), config)
     t = summary.totals
     why = " (stopped by signal)" if summary.stopped_by_signal else ""
     print(f"query {summary.query_id}: {summary.batches} batches{why}")
     print(f"records in: {t.records_in}  decoded: {t.decoded}  rejected: {t.rejected}  events: {t.events}")
+    _print_excluded(t)
     for r in t.tables:
         if r.failed:
             print(f"table failed: {_shown(r.table)}: {r.failed_events} events sent to the rejects table ({_shown(r.failed)})")
@@ -463,6 +569,13 @@ def _tx_timeout(args) -> int:
     return args.transaction_timeout_ms
 
 
+def _print_excluded(s) -> None:
+    """The line of the events ``--include-tables``/``--exclude-tables`` left out (none: no line)."""
+    if s.excluded_events:
+        names = ", ".join(s.excluded_tables[:10]) + (" ..." if len(s.excluded_tables) > 10 else "")
+        print(f"excluded: {s.excluded_events} event(s) of {len(s.excluded_tables)} table(s) not written ({_shown(names)})")
+
+
 def _print_summary(s, quiet: bool) -> None:
     from rich.table import Table
 
@@ -493,6 +606,7 @@ def _print_summary(s, quiet: bool) -> None:
         if r.failed:  # shown even with --quiet: the run goes on (exit 0), the table did not
             print(f"table failed: {_shown(r.table)}: {r.failed_events} events sent to the rejects table ({_shown(r.failed)})")
     print(f"records in: {s.records_in}  decoded: {s.decoded}  rejected: {s.rejected}  events: {s.events}")
+    _print_excluded(s)
     if s.held_transactions:
         print(f"held back: {s.held_transactions} open transaction(s), {s.held_events} event(s), oldest {held_age(s.held_since_ms)}; "
               "applied when the rest arrives (cdclake status lists them)")

@@ -9,24 +9,28 @@ Counting: every input record is either decoded (zero or more canonical events) o
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
+import threading
 from dataclasses import dataclass, field, replace
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from cdclake import frames, formats, targets
+from cdclake import catalog, frames, formats, targets
 from cdclake.apply import audit, transactions
-from cdclake.apply.batch import apply_batch
+from cdclake.apply.batch import apply_batch, planned_events
 from cdclake.apply.delta_table import ApplyResult, source_columns
-from cdclake.apply.plan import plan_batch
+from cdclake.apply.plan import QUALIFIED_NAME_SQL, BatchPlan, TablePlan, plan_batch
 from cdclake.apply.renames import keys_through_renames
 from cdclake.apply.tasks import table_path
 from cdclake.errors import CdclakeError, RejectCode
 from cdclake.formats.base import Decoder, DecodeOptions, Limits, TargetTable
 from cdclake.formats.skeleton import batch_scope
+from cdclake.routing import Routing
 from cdclake.sources.files import resolve_inputs
+from cdclake.sqltext import sql_in
 
 
 @dataclass
@@ -46,6 +50,9 @@ class IngestConfig:
         its held changes are applied as they are (:mod:`cdclake.apply.transactions`).
     snapshot_ends: ``--snapshot-removes-missing`` (:attr:`DecodeOptions.snapshot_ends`; only for
         a format with :attr:`cdclake.formats.base.Capabilities.snapshot_ends`).
+    routing: which tables are written, under which names, laid out how, and the catalog they
+        are registered in (:class:`cdclake.routing.Routing`; default: every table, by its
+        qualified name, no partitioning, no catalog).
     """
 
     format: str
@@ -58,6 +65,7 @@ class IngestConfig:
     scd_type: int | None = None
     tx_timeout_ms: int = transactions.DEFAULT_TIMEOUT_MS
     snapshot_ends: bool = False
+    routing: Routing = field(default_factory=Routing)
 
 
 @dataclass
@@ -80,6 +88,10 @@ class IngestSummary:
     timed_out_transactions: int = 0
     #: re-delivered pieces of transactions applied before, applied again at once in this run
     redelivered_transactions: int = 0
+    #: events of tables left out by ``--include-tables``/``--exclude-tables`` (decoded, counted
+    #: in ``events``, never written), and those tables' names
+    excluded_events: int = 0
+    excluded_tables: list[str] = field(default_factory=list)
 
     def merge(self, other: "IngestSummary") -> None:
         self.records_in += other.records_in
@@ -93,6 +105,39 @@ class IngestSummary:
         self.held_transactions, self.held_events, self.held_since_ms = other.held_transactions, other.held_events, other.held_since_ms
         self.timed_out_transactions += other.timed_out_transactions
         self.redelivered_transactions += other.redelivered_transactions
+        self.excluded_events += other.excluded_events
+        self.excluded_tables = sorted(set(self.excluded_tables) | set(other.excluded_tables))
+
+
+@dataclass(frozen=True)
+class Step:
+    """Where an ingest is, for a progress display (``on_step`` of :func:`ingest` and
+    :func:`ingest_batch`): ``text`` (what it does now), ``files`` (the files of a file ingest),
+    ``records``/``events``/``rejected`` (known once the batch is planned; None before),
+    ``tables`` (the tables to apply; None before) and ``tables_applied`` (of them, written)."""
+
+    text: str
+    files: int | None = None
+    records: int | None = None
+    events: int | None = None
+    rejected: int | None = None
+    tables: int | None = None
+    tables_applied: int = 0
+
+
+def tables_counter(on_step, counts: dict):
+    """A callable ``(table name) -> None`` that counts the tables applied (from any thread)
+    and calls ``on_step`` with a :class:`Step` of ``counts`` and that count."""
+    lock = threading.Lock()
+    applied: list[str] = []
+
+    def on_table(name: str) -> None:
+        with lock:
+            applied.append(name)
+            step = Step(f"applied {name}", tables_applied=len(applied), **counts)
+        on_step(step)
+
+    return on_table
 
 
 def decode_options(config, decoder: Decoder) -> DecodeOptions:
@@ -138,7 +183,8 @@ def check_target(target: str, spark: SparkSession | None = None) -> str:
 
 def ingest(spark: SparkSession, config: IngestConfig, on_step=None) -> IngestSummary:
     """Ingest files of messages into Delta tables under ``config.target``. ``on_step``: called
-    with a short text as each step of the batch begins (the CLI shows it on a terminal).
+    with a :class:`Step` as each step of the batch begins and as each table is applied (the
+    CLI shows it on a terminal).
 
     Raises:
         CdclakeError: UNKNOWN_FORMAT, INPUT_NOT_FOUND, TARGET_NOT_WRITABLE, FORMAT_NOT_DETECTED,
@@ -150,10 +196,12 @@ def ingest(spark: SparkSession, config: IngestConfig, on_step=None) -> IngestSum
     raw = decoder.read_files(spark, files)
     options = decode_options(config, decoder)
     if on_step:
-        on_step(f"decoding {len(files)} file(s) as {decoder.name}")
+        step = on_step
+        on_step = lambda s: step(replace(s, files=len(files)))  # noqa: E731
+        on_step(Step(f"decoding {len(files)} file(s) as {decoder.name}"))
     with targets.WriterLock(target, spark):
         return ingest_batch(spark, raw, decoder, options, target, file_set_txn(files), on_step, config.scd_type,
-                            config.tx_timeout_ms)
+                            config.tx_timeout_ms, config.routing)
 
 
 def file_set_txn(files: list[str]) -> audit.Txn:
@@ -222,10 +270,17 @@ def ingest_batch(
     on_step=None,
     scd_type: int | None = None,
     tx_timeout_ms: int = transactions.DEFAULT_TIMEOUT_MS,
+    routing: Routing | None = None,
 ) -> IngestSummary:
     """Decode ``raw`` (RAW_SCHEMA) with ``decoder`` and apply it to the tables under ``target``.
-    ``on_step``: called with a short text as the apply step begins. ``scd_type``,
-    ``tx_timeout_ms``: as :class:`IngestConfig`.
+    ``on_step``: called with a :class:`Step` as the apply step begins and as each table is
+    applied. ``scd_type``,
+    ``tx_timeout_ms``, ``routing``: as :class:`IngestConfig`.
+
+    Tables left out by ``routing`` are found in the batch's plan (no Spark job of their own):
+    their events are counted (:attr:`IngestSummary.excluded_events`) and then dropped from
+    what is applied and from the changelog. They pass the transaction gate with the others,
+    so a transaction is complete with all its events.
 
     Formats that carry transaction boundaries or write updates as two halves (and a target
     that holds events) go through the transaction gate first (:func:`cdclake.apply.transactions.gate`): the same planning
@@ -239,7 +294,8 @@ def ingest_batch(
     idempotent (see :class:`cdclake.apply.audit.Txn`).
     """
     summary = IngestSummary(decoder.name)
-    audit.check_layout(target, spark)
+    routing = routing or Routing()
+    audit.check_layout(target, spark, naming=routing.naming)
     progress = audit.read_progress(spark, target)
     options = replace(options, target_tables=_target_tables(spark, target, progress))
     kept = None
@@ -312,20 +368,49 @@ def ingest_batch(
                 reject_task[0]()
             return summary
         events = flat.where(F.col("e").isNotNull()).select("e.*")
+        plan, left_out = leave_out(plan, routing)
+        if left_out:
+            summary.excluded_events = sum(planned_events(p) for p in left_out)
+            summary.excluded_tables = sorted(p.name for p in left_out)
+            kept_only = f"NOT coalesce({sql_in(QUALIFIED_NAME_SQL, summary.excluded_tables)}, false)"
+            events = events.where(kept_only)
+            if hold is not None:
+                hold.events = hold.events.where(kept_only)
+        on_table = None
         if on_step:
-            on_step(f"applying {summary.events} events of {summary.records_in} records to {len(plan.tables)} table(s)")
+            counts = dict(records=summary.records_in, events=summary.events, rejected=summary.rejected, tables=len(plan.tables))
+            on_step(Step(f"applying {summary.events} events of {summary.records_in} records to {len(plan.tables)} table(s)", **counts))
+            on_table = tables_counter(on_step, counts)
         summary.tables.extend(
             apply_batch(
                 spark, events, target, keys, txn,
                 side_tasks=reject_task if summary.rejected else None, plan=plan, fmt=decoder.name,
-                max_columns=options.limits.max_columns, scd_type=scd_type, hold=hold, progress=progress,
+                max_columns=options.limits.max_columns, scd_type=scd_type, hold=hold, progress=progress, routing=routing,
+                on_table=on_table,
             )
         )
+        if routing.catalog_database is not None:
+            catalog.register(spark, routing, target, [r.table for r in summary.tables if not r.failed], plan.renames)
     finally:
         frames.release(flat)
         if hold is not None:
             hold.release()
     return summary
+
+
+def leave_out(plan: BatchPlan, routing: Routing) -> tuple[BatchPlan, list[TablePlan]]:
+    """``plan`` without the tables ``routing`` leaves out (their plans, progress rows and
+    renames), and the plans of those tables (empty: ``plan`` itself is returned)."""
+    out = [p for p in plan.tables if not routing.included(p.name)] if routing.filters else []
+    if not out:
+        return plan, []
+    names = {p.name for p in out}
+    return dataclasses.replace(
+        plan,
+        tables=[p for p in plan.tables if p.name not in names],
+        progress=[sp for sp in plan.progress if sp.table not in names],
+        renames=[r for r in plan.renames if r.old_name not in names and not (routing.filters and not routing.included(r.new_name))],
+    ), out
 
 
 def apply_events(

@@ -31,6 +31,7 @@ from cdclake.apply.transactions import DEFAULT_TIMEOUT_MS
 from cdclake.errors import CdclakeError
 from cdclake.formats.base import Limits
 from cdclake.pipeline import IngestSummary, check_target, decode_options, ingest_batch
+from cdclake.routing import Routing
 from cdclake.sources.kafka import KafkaInput, kafka_raw, read_kafka
 
 #: how long the first micro-batch waits for the query to report its id (s)
@@ -51,8 +52,8 @@ class StreamConfig:
         ``max_offsets_per_trigger`` needs, then stop; else run until stopped.
     trigger_interval: e.g. ``10 seconds``: start a micro-batch at most this often (None: the
         next batch starts when the last one ends).
-    primary_keys, canal_dts_inverted, extra, limits, scd_type, tx_timeout_ms, snapshot_ends: as
-        :class:`cdclake.pipeline.IngestConfig`.
+    primary_keys, canal_dts_inverted, extra, limits, scd_type, tx_timeout_ms, snapshot_ends, routing:
+        as :class:`cdclake.pipeline.IngestConfig`.
     """
 
     format: str
@@ -70,6 +71,7 @@ class StreamConfig:
     scd_type: int | None = None
     tx_timeout_ms: int = DEFAULT_TIMEOUT_MS
     snapshot_ends: bool = False
+    routing: Routing = field(default_factory=Routing)
 
 
 @dataclass
@@ -134,7 +136,7 @@ def run_stream(spark: SparkSession, config: StreamConfig, out=None) -> StreamSum
             files = sorted(r[0] for r in batch.select("path").collect())
             raw = decoder.read_files(session, [_local_path(f) for f in files])
         s = ingest_batch(session, raw, decoder, options, target, txn, scd_type=config.scd_type,
-                         tx_timeout_ms=config.tx_timeout_ms)
+                         tx_timeout_ms=config.tx_timeout_ms, routing=config.routing)
         seconds = time.time() - t0
         tables = s.tables
         s.tables = []

@@ -72,8 +72,10 @@ from pyspark.sql import functions as F
 
 from cdclake.apply.delta_table import ApplyResult, TableState, latest_version
 from cdclake.apply.plan import RECORD_FIELDS, BatchPlan, column_ddl, order_key, record_tuple, truncate_key
+from cdclake import targets
 from cdclake.errors import CdclakeError
 from cdclake.model import EVENT_COLUMNS, EVENT_SCHEMA, SOURCE_RECORD_SCHEMA, qualified_name
+from cdclake.routing import Naming, register_naming
 from cdclake.targets import TargetFiles, hadoop_fs
 
 CHANGELOG = "_cdclake/changelog"
@@ -192,35 +194,50 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def check_layout(target: str, spark: SparkSession | None = None, writer: bool = True) -> None:
+def check_layout(target: str, spark: SparkSession | None = None, writer: bool = True, naming: Naming | None = None) -> None:
     """Refuse a target whose ``_cdclake`` tables were written in another layout; mark a new
     target, and one of layout 2 (whose progress table :func:`read_progress` still reads), with
     this one; ``writer`` False (a reader: ``cdclake status``): mark nothing. ``spark``: needed
-    for a URI target (see :mod:`cdclake.targets`).
+    for a URI target (see :mod:`cdclake.targets`). ``naming``: how this run names the tables
+    (:class:`cdclake.routing.Naming`), kept in the layout file of a new target; None: as the
+    target names them. The target's naming is registered for this process
+    (:func:`cdclake.routing.register_naming`), so every table folder is found under it.
 
     Raises:
         CdclakeError(TARGET_LAYOUT): the target holds ``_cdclake`` tables of another layout.
+        CdclakeError(BAD_OPTION): ``naming`` is not the one the target was made with.
     """
     files = TargetFiles(target, spark)
     if files.exists(LAYOUT_FILE):
         try:
-            found = json.loads(files.read_text(LAYOUT_FILE)).get("layout")
+            doc = json.loads(files.read_text(LAYOUT_FILE))
+            found = doc.get("layout")
         except (ValueError, AttributeError):
-            found = None
+            doc, found = {}, None
         if found not in READABLE_LAYOUTS:
             raise CdclakeError(
                 "TARGET_LAYOUT",
                 f"target {target} was written by a cdclake with _cdclake layout {found!r}; this one writes layout {LAYOUT}: use another target",
             )
+        kept = Naming.from_json(doc)
+        if naming is not None and naming != kept:
+            raise CdclakeError(
+                "BAD_OPTION",
+                f"target {target} names its tables with {kept.describe()}; this run asks for {naming.describe()}:"
+                " a target keeps the naming it was made with (use another target)",
+            )
+        register_naming(targets.resolve(target), kept)
         if found != LAYOUT and writer:  # layout 2: its progress table is read until the next batch's progress commit
-            files.write_text(LAYOUT_FILE, json.dumps({"layout": LAYOUT}) + "\n")
+            files.write_text(LAYOUT_FILE, json.dumps({**doc, "layout": LAYOUT}) + "\n")
         return
     if files.has_entries("_cdclake", ignore=frozenset({"writer.lock"})):  # the lock is not a table
         raise CdclakeError(
             "TARGET_LAYOUT",
             f"target {target} holds _cdclake tables of an older cdclake (layout 1); this one writes layout {LAYOUT}: use another target",
         )
-    files.write_text(LAYOUT_FILE, json.dumps({"layout": LAYOUT}) + "\n")
+    naming = naming or Naming()
+    register_naming(targets.resolve(target), naming)
+    files.write_text(LAYOUT_FILE, json.dumps({"layout": LAYOUT, **naming.as_json()}) + "\n")
 
 
 def append(df: DataFrame, path: str, txn: Txn | None = None, evolve: bool = False, metadata: str | None = None) -> None:

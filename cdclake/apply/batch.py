@@ -44,6 +44,7 @@ from cdclake.apply.renames import apply_renames, keys_through_renames, relabel_l
 from cdclake.apply.strategy import write_table
 from cdclake.apply.tasks import TableFailed, guarded, is_history_table, run_all, table_path
 from cdclake.errors import RejectCode
+from cdclake.routing import Routing, TableLayout
 
 
 def versioned(spark: SparkSession, applied: TableApply, path: str) -> TableApply:
@@ -55,17 +56,19 @@ def versioned(spark: SparkSession, applied: TableApply, path: str) -> TableApply
     return applied
 
 
-def _write(spark: SparkSession, events: DataFrame, prep, deletes_path: str, deletes: audit.DeletesAppend):
+def _write(spark: SparkSession, events: DataFrame, prep, deletes_path: str, deletes: audit.DeletesAppend, on_table=None):
     """One table's write (:func:`write_table`, guarded: a :class:`TableFailed` for a table that
     cannot be applied) with its version, telling ``deletes`` what it remembers as soon as its
     strategy knows (every strategy that remembers anything says so before its MERGE), and
-    nothing when the write ends without having said it."""
+    nothing when the write ends without having said it; then ``on_table(name)``."""
     name = prep.plan.name
     try:
         return guarded(name, lambda: versioned(spark, write_table(spark, events, prep, deletes_path,
                                                                    lambda rows: deletes.add(name, rows)), prep.path))
     finally:
         deletes.add(name, None)
+        if on_table is not None:
+            on_table(name)
 
 
 def write_table_failures(events: DataFrame, failures: list[tuple], fmt: str, target: str, txn: audit.Txn | None) -> None:
@@ -110,6 +113,8 @@ def apply_batch(
     tx_timeout_ms: int = transactions.DEFAULT_TIMEOUT_MS,
     changelog: bool = True,
     progress: audit.Progress | None = None,
+    routing: Routing | None = None,
+    on_table=None,
 ) -> list[ApplyResult]:
     """Apply canonical events (EVENT_SCHEMA rows, any format) to the tables under ``target``.
 
@@ -129,7 +134,10 @@ def apply_batch(
     ``_cdclake/changelog`` (False for events cdclake makes itself: a table rename's).
     ``progress``: the target's progress as the caller read it for this batch, after
     :func:`cdclake.apply.audit.check_layout` (:func:`cdclake.pipeline.ingest_batch`); None: the
-    layout is checked and the progress read here.
+    layout is checked and the progress read here. ``routing``: how new tables are laid out
+    (:meth:`cdclake.routing.Routing.layout`: ``--partition-by``, ``--table-property``); the
+    events of tables it leaves out are the caller's to drop. ``on_table``: called with a
+    table's name as its write ends (a progress display), from the thread that wrote it.
     The batch's table renames (:attr:`BatchPlan.renames`) are applied after its tables
     (:func:`cdclake.apply.renames.apply_renames`); their results follow the tables'. Events of
     a renamed table's old name after the rename (a table created again under it) are applied
@@ -161,14 +169,14 @@ def apply_batch(
         plan = hold.plan
     try:
         return _apply(spark, batch_events, hold.events if hold is not None else events, target, primary_keys, txn,
-                      side_tasks, plan, fmt, max_columns, scd_type, hold, progress, changelog)
+                      side_tasks, plan, fmt, max_columns, scd_type, hold, progress, changelog, routing=routing, on_table=on_table)
     finally:
         if hold is not None:
             hold.release()
 
 
 def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, plan, fmt, max_columns, scd_type, hold, progress,
-           changelog=True, relabel=None, split=frozenset()):
+           changelog=True, relabel=None, split=frozenset(), routing=None, on_table=None):
     """:func:`apply_batch` after the transaction gate: ``events`` are the ones to apply.
     ``relabel``: move events of tables renamed before this batch that are older than the
     rename to the new name (:func:`cdclake.apply.renames.relabel_late`); default
@@ -197,7 +205,7 @@ def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, p
         cut = written_after_rename(plan, split)
         if cut is None:
             return _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tasks, plan, fmt, max_columns,
-                               scd_type, hold, progress, states, changelog)
+                               scd_type, hold, progress, states, changelog, routing, on_table)
         # a table renamed in this batch and written again under its old name after the rename
         # (created again, or the new name of a swap): the batch without those later events
         # first (its renames move the old table's rows as they were at the rename), then them,
@@ -207,13 +215,14 @@ def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, p
         tail = frames.keep(events.where(cond))
         try:
             out = _apply(spark, batch_events, head, target, primary_keys, txn, side_tasks, None, fmt, max_columns, scd_type,
-                         hold, progress, changelog, relabel=False, split=split | {key})
+                         hold, progress, changelog, relabel=False, split=split | {key}, routing=routing, on_table=on_table)
             after = None if txn is None else audit.Txn(f"{txn.app_id}.after-rename.{step}", txn.version)
             progress = audit.read_progress(spark, target)
             r = plan.renames[step - 1]
             if step_done(r, progress.table_states()):
                 out += _apply(spark, batch_events, tail, target, primary_keys, after, None, None, fmt, max_columns, scd_type,
-                              None, progress, changelog=False, relabel=False, split=split | {key})
+                              None, progress, changelog=False, relabel=False, split=split | {key}, routing=routing,
+                              on_table=on_table)
             else:
                 # the rename was not applied (its new table failed): the old table keeps its
                 # rows for the next delivery, and its later events must not land on them
@@ -222,7 +231,7 @@ def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, p
                                                  " applied, and these events of the table are after it")
                 write_table_failures(tail, [(p, failed) for p in tail_plan.tables], fmt, target, after)
                 out += [ApplyResult(p.name, failed=f"{failed.code}: {failed.reason}",
-                                    failed_events=_planned_events(p)) for p in tail_plan.tables]
+                                    failed_events=planned_events(p)) for p in tail_plan.tables]
         finally:
             frames.release(head)
             frames.release(tail)
@@ -243,7 +252,7 @@ def reapply(spark: SparkSession, events: DataFrame, target: str, primary_keys: d
                   changelog=False, relabel=True)
 
 
-def _planned_events(p) -> int:
+def planned_events(p) -> int:
     """The batch's events of the table ``p`` (a :class:`TablePlan`): data, DDL and snapshot ends."""
     return sum(p.counts.values()) + len(p.ddl) + p.snapshot_ends
 
@@ -268,7 +277,7 @@ def _held_state(spark: SparkSession, target: str, hold: transactions.Hold, progr
 
 
 def _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tasks, plan, fmt, max_columns, scd_type, hold,
-                progress, states, changelog):
+                progress, states, changelog, routing=None, on_table=None):
     """:func:`_apply` of a batch none of whose renamed tables is written after its rename:
     its tables, then its table renames."""
     follow_past_column_ddl(plan, {n: st.column_ddl for n, st in states.items() if st.column_ddl})
@@ -293,7 +302,8 @@ def _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tas
             ]
             prepared = run_all(
                 [
-                    lambda p=p: guarded(p.name, lambda: prepare_table(spark, p, table_path(target, p.name), states.get(p.name, TableState()), scd_type))
+                    lambda p=p: guarded(p.name, lambda: prepare_table(spark, p, table_path(target, p.name), states.get(p.name, TableState()),
+                                                                      scd_type, routing.layout(p.name) if routing else TableLayout()))
                     for p in plan.tables if p.name not in {f.table for f in refused}
                 ]
             )
@@ -303,7 +313,7 @@ def _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tas
             # MERGE) and runs beside the MERGEs
             deletes = audit.DeletesAppend(target, txn, {prep.plan.name for prep in ready})
             with audit.txn_session(spark, txn):
-                written = run_all([lambda prep=prep: _write(spark, events, prep, deletes_path, deletes) for prep in ready])
+                written = run_all([lambda prep=prep: _write(spark, events, prep, deletes_path, deletes, on_table) for prep in ready])
             applied = [a for a in written if not isinstance(a, TableFailed)]
             failed += [a for a in written if isinstance(a, TableFailed)]
             deletes.wait()
@@ -334,7 +344,7 @@ def _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tas
         for a in applied:
             for df in a.cached:
                 frames.release(df)
-    counts = {p.name: _planned_events(p) for p in plan_all.tables}
+    counts = {p.name: planned_events(p) for p in plan_all.tables}
     out = [a.result for a in applied if a.touched] + [
         ApplyResult(name, failed=f"{f.code}: {f.reason}", failed_events=counts.get(name, 0)) for name, f in sorted(failures.items())
     ]

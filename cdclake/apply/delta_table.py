@@ -68,6 +68,7 @@ from cdclake.apply.moves import Entry, order_sort_key, resolve
 from cdclake.apply.plan import RECORD_FIELDS, TablePlan, may_rekey, names_back, ranked_key, truncate_key
 from cdclake.errors import CdclakeError
 from cdclake.normalize import pair_update_halves
+from cdclake.routing import TableLayout
 from cdclake.sqltext import quote_ident, sql_str
 from cdclake.values import cast_sql
 
@@ -109,6 +110,8 @@ COLUMN_ORDERS = "_cdc_column_orders"
 PARTIAL_COLUMNS = {COLUMN_ORDERS: f"map<string,{ORDER_TYPE}>"}
 #: every column cdclake adds to a target table
 SYSTEM_COLUMNS = {**META_COLUMNS, **HISTORY_COLUMNS, **PARTIAL_COLUMNS}
+#: the field metadata key of a Delta generated column (its SQL expression)
+GENERATED = "delta.generationExpression"
 
 #: ``to_json`` options of a remembered delete's key (``_cdclake/deletes``): timestamps keep
 #: their microseconds (``to_json``'s default format keeps milliseconds, so two keys that differ
@@ -435,9 +438,14 @@ def _add_and_widen(spark: SparkSession, path: str, plan: TablePlan, current: dic
         for n, wide in in_place.items():
             spark.sql(f"ALTER TABLE delta.{q(path)} ALTER COLUMN {q(n)} TYPE {wide}")
     if rewrite:
+        # the rewrite keeps the table's partitioning and its generated columns' expressions
+        # (field metadata, which the read schema drops)
+        meta = {f.name: f.metadata for f in table_schema(spark, path).fields}
         df = spark.read.format("delta").load(path)
-        df = df.select([F.col(q(c)).cast(rewrite[c]).alias(c) if c in rewrite else F.col(q(c)) for c in df.columns])
-        df.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
+        df = df.select([(F.col(q(c)).cast(rewrite[c]) if c in rewrite else F.col(q(c))).alias(c, metadata=meta.get(c) or {})
+                        for c in df.columns])
+        parts = DeltaTable.forPath(spark, path).detail().select("partitionColumns").first()[0] or []
+        df.write.format("delta").mode("overwrite").option("overwriteSchema", "true").partitionBy(*parts).save(path)
 
 
 def _chains_held(plan: TablePlan, batch_renames: dict[str, str], current: dict[str, str]) -> dict[str, list]:
@@ -546,8 +554,11 @@ def _has_column_mapping(spark: SparkSession, path: str) -> bool:
 
 
 def _columns(spark: SparkSession, path: str) -> dict[str, str]:
-    """Every column of the Delta table at ``path``, metadata columns too: name -> Spark type."""
-    return {f.name: f.dataType.simpleString() for f in DeltaTable.forPath(spark, path).toDF().schema.fields}
+    """Every column cdclake writes of the Delta table at ``path``, metadata columns too: name ->
+    Spark type. Generated columns (a ``--partition-by`` transform's) are left out: Delta
+    computes them on every write."""
+    schema = table_schema(spark, path)
+    return {f.name: f.dataType.simpleString() for f in (schema.fields if schema is not None else []) if GENERATED not in f.metadata}
 
 
 def source_column_types(spark: SparkSession, path: str) -> dict[str, str]:
@@ -555,15 +566,32 @@ def source_column_types(spark: SparkSession, path: str) -> dict[str, str]:
     return {n: t for n, t in _columns(spark, path).items() if n not in SYSTEM_COLUMNS}
 
 
-def create_empty(spark: SparkSession, path: str, cols: dict[str, str], history: bool = False) -> None:
+def create_empty(spark: SparkSession, path: str, cols: dict[str, str], history: bool = False, layout: TableLayout = TableLayout(),
+                 partial: bool = False) -> None:
     """Create an empty target table at ``path`` when none is there: the source columns ``cols``
     (name -> Spark type) and the :data:`META_COLUMNS` (with the :data:`HISTORY_COLUMNS` and
-    :data:`PARTIAL_COLUMNS` too when ``history``), with the table properties the names need
-    (:func:`table_properties`). One Delta commit."""
+    :data:`PARTIAL_COLUMNS` too when ``history``; :data:`PARTIAL_COLUMNS` when ``partial``), with
+    the table properties the names need (:func:`table_properties`) and ``layout``'s
+    (:class:`cdclake.routing.TableLayout`: partition columns, a transform's as a generated
+    column, and Delta properties). One Delta commit.
+
+    Raises:
+        CdclakeError(BAD_OPTION): a partition column of ``layout`` that is not one of ``cols``.
+    """
     builder = DeltaTable.createIfNotExists(spark).location(path)
-    for name, typ in {**cols, **(SYSTEM_COLUMNS if history else META_COLUMNS)}.items():
+    system = SYSTEM_COLUMNS if history else {**META_COLUMNS, **(PARTIAL_COLUMNS if partial else {})}
+    for name, typ in {**cols, **system}.items():
         builder = builder.addColumn(name, typ)
-    for k, v in table_properties(cols).items():
+    for part in layout.partition_by:
+        needed = part.source or part.name
+        if needed not in cols:
+            raise CdclakeError("BAD_OPTION", f"--partition-by: the table at {path} has no column {needed!r}"
+                                             f" (its columns: {', '.join(cols)})")
+        if part.generated is not None:
+            builder = builder.addColumn(part.name, part.spark_type, generatedAlwaysAs=part.generated)
+    if layout.partition_by:
+        builder = builder.partitionedBy(*[part.name for part in layout.partition_by])
+    for k, v in {**table_properties(cols), **dict(layout.properties)}.items():
         builder = builder.property(k, v)
     builder.execute()
 
@@ -595,7 +623,8 @@ class Prepared:
     column_orders: bool = False
 
 
-def prepare_table(spark: SparkSession, plan: TablePlan, path: str, state: TableState, scd_type: int | None = None) -> Prepared:
+def prepare_table(spark: SparkSession, plan: TablePlan, path: str, state: TableState, scd_type: int | None = None,
+                  layout: TableLayout = TableLayout()) -> Prepared:
     """The first step of a table's batch: every change to the table that does not write the
     batch's rows, each idempotent by itself (a batch prepared again changes nothing more):
     schema evolution (:func:`evolve_table`), a truncate newer than the table's latest one
@@ -607,10 +636,13 @@ def prepare_table(spark: SparkSession, plan: TablePlan, path: str, state: TableS
 
     ``scd_type``: 2 creates a new table as a history table (:mod:`cdclake.apply.history`), 1 as
     a table of current rows; None: as the table is (a new one: 1). A history table's truncate
-    is applied by its MERGE (it ends the versions, deletes nothing).
+    is applied by its MERGE (it ends the versions, deletes nothing). ``layout``: how a new
+    table is made (``--partition-by``, ``--table-property``); a table with one is created here,
+    empty (one more commit, only on its first batch), and its rows MERGEd into it.
 
     Raises:
         CdclakeError(SCD_TYPE_MISMATCH): ``scd_type`` is not the existing table's.
+        CdclakeError(BAD_OPTION): a partition column of ``layout`` the table does not have.
     """
     result = ApplyResult(plan.name, key=list(plan.key), key_source=plan.key_source)
     prep = Prepared(plan, path, state, TableApply(result))
@@ -642,8 +674,8 @@ def prepare_table(spark: SparkSession, plan: TablePlan, path: str, state: TableS
         prep.column_orders = not prep.history and bool(plan.key) and plan.partial
         prep.columns = _columns_of(plan)
         result.schema_changes = ["create table (" + ", ".join(f"{n} {t}" for n, t in prep.columns.items()) + ")", *plan.unapplied, *plan.ended]
-        if not plan.has_changes:  # a DDL-only batch: the table exists from its DDL on
-            create_empty(spark, path, prep.columns, prep.history)
+        if not plan.has_changes or layout:  # a DDL-only batch: the table exists from its DDL on
+            create_empty(spark, path, prep.columns, prep.history, layout, prep.column_orders)
             prep.exists = True
     else:  # a truncate of a table not created yet: the progress row remembers it
         prep.history = scd_type == 2
@@ -740,24 +772,33 @@ def latest_version(spark: SparkSession, path: str | None = None, table: DeltaTab
     return int(table.history(1).select("version").first()[0])
 
 
-def source_columns(spark: SparkSession, path: str) -> list[tuple[str, str]] | None:
-    """The source columns (``_cdc_`` ones left out) of the Delta table at ``path``, in its
-    order, as ``(name, DataType.simpleString)``; None when there is no Delta table there.
-    Read by the driver from the table's log (``DeltaLog.update``, as :func:`latest_version`: no
-    Spark job), else from a read of the table's schema."""
-    schema = None
+def table_schema(spark: SparkSession, path: str) -> ST.StructType | None:
+    """The schema of the Delta table at ``path`` as its log keeps it (field metadata included,
+    which Delta's read schema drops: :data:`GENERATED` marks a generated column); None when
+    there is no Delta table there. Read by the driver from the table's log
+    (``DeltaLog.update``, as :func:`latest_version`: no Spark job), else from a read of the
+    table's schema (without field metadata)."""
     try:
         jvm = spark._jvm
         none = jvm.scala.Option.apply(None)
         snapshot = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path).update(False, none, none)
         if snapshot.version() < 0:
             return None
-        schema = ST.StructType.fromJson(json.loads(snapshot.schema().json()))
+        return ST.StructType.fromJson(json.loads(snapshot.schema().json()))
     except (AttributeError, Py4JError):
         if not DeltaTable.isDeltaTable(spark, path):
             return None
-        schema = spark.read.format("delta").load(path).schema
-    return [(f.name, f.dataType.simpleString()) for f in schema.fields if not f.name.startswith("_cdc_")]
+        return spark.read.format("delta").load(path).schema
+
+
+def source_columns(spark: SparkSession, path: str) -> list[tuple[str, str]] | None:
+    """The source columns (``_cdc_`` ones and generated partition columns left out) of the Delta
+    table at ``path``, in its order, as ``(name, DataType.simpleString)``; None when there is no
+    Delta table there (:func:`table_schema`: no Spark job)."""
+    schema = table_schema(spark, path)
+    if schema is None:
+        return None
+    return [(f.name, f.dataType.simpleString()) for f in schema.fields if not f.name.startswith("_cdc_") and GENERATED not in f.metadata]
 
 
 def count_rows(spark: SparkSession, prep: Prepared) -> None:

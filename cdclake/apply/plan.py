@@ -32,6 +32,7 @@ from cdclake.apply.ddl import column_changes, table_end, table_renames
 from cdclake.formats import snapshot_position_formats, update_halves_formats
 from cdclake.formats.sqltypes import untyped_spark_type
 from cdclake.model import qualified_name
+from cdclake.routing import glob_match, glob_sql, is_glob
 from cdclake.sqltext import sql_str
 
 #: a position as the driver compares it: ``position.order`` (decimals, compared like Spark
@@ -357,11 +358,12 @@ class BatchPlan:
 
 def configured_key_sql(primary_keys: dict[str, list[str]] | None) -> str:
     """SQL over an event: the first configured key column of its table (the names
-    :func:`choose_key` looks up: qualified name, ``database.table``, bare table), else NULL."""
+    :func:`choose_key` looks up: qualified name, ``database.table``, bare table, then the
+    globs), else NULL."""
     firsts = {n: k[0] for n, k in (primary_keys or {}).items() if k}
     if not firsts:
         return "cast(null as string)"
-    return _configured_sql("map(" + ", ".join(f"{sql_str(n)}, {sql_str(k)}" for n, k in firsts.items()) + ")")
+    return _configured_sql(firsts, sql_str)
 
 
 def configured_keys_sql(primary_keys: dict[str, list[str]] | None) -> str:
@@ -370,8 +372,7 @@ def configured_keys_sql(primary_keys: dict[str, list[str]] | None) -> str:
     keys = {n: k for n, k in (primary_keys or {}).items() if k}
     if not keys:
         return "cast(null as array<string>)"
-    arrays = (f"{sql_str(n)}, array({', '.join(sql_str(c) for c in k)})" for n, k in keys.items())
-    return _configured_sql("map(" + ", ".join(arrays) + ")")
+    return _configured_sql(keys, lambda k: f"array({', '.join(sql_str(c) for c in k)})")
 
 
 #: SQL over an event: its table's qualified name (:func:`cdclake.model.qualified_name`)
@@ -410,13 +411,23 @@ def tx_key_sql(every_kind: bool = False) -> str:
     )
 
 
-def _configured_sql(m: str) -> str:
-    """SQL: the value of map ``m`` (SQL) for an event's table, by qualified name, then
-    ``database.table``, then bare table name, else NULL."""
+def _configured_sql(configured: dict, value) -> str:
+    """SQL: the ``value`` (a function of a configured entry -> SQL) of ``configured`` (table
+    name or glob -> entry) for an event's table, by qualified name, then ``database.table``,
+    then bare table name, then the first glob (:func:`cdclake.routing.glob_sql`) its qualified
+    name matches, else NULL."""
+    exact = {n: v for n, v in configured.items() if not is_glob(n)}
+    globs = [(n, v) for n, v in configured.items() if is_glob(n)]
     qual = QUALIFIED_NAME_SQL
-    return (f"coalesce(try_element_at({m}, {qual}), "
-            f"case when nullif(database, '') is not null then try_element_at({m}, concat(database, '.', table)) end, "
-            f"try_element_at({m}, table))")
+    found = []
+    if exact:
+        m = "map(" + ", ".join(f"{sql_str(n)}, {value(v)}" for n, v in exact.items()) + ")"
+        found += [f"try_element_at({m}, {qual})",
+                  f"case when nullif(database, '') is not null then try_element_at({m}, concat(database, '.', table)) end",
+                  f"try_element_at({m}, table)"]
+    if globs:
+        found.append("case " + " ".join(f"when {glob_sql(n, qual)} then {value(v)}" for n, v in globs) + " end")
+    return f"coalesce({', '.join(found)})" if len(found) > 1 else found[0]
 
 
 def open_condition():
@@ -1111,13 +1122,18 @@ def may_rekey(p: TablePlan) -> bool:
 
 def choose_key(p: TablePlan, configured: dict[str, list[str]]) -> None:
     """Set ``p.key`` and ``p.key_source``: the key configured for the table (by qualified name,
-    ``database.table`` or bare table name; ``configured``: name -> key columns), else the key its
+    ``database.table`` or bare table name, then the first glob its qualified name matches:
+    :func:`cdclake.routing.glob_match`; ``configured``: name -> key columns), else the key its
     messages carry (:attr:`TablePlan.message_key`), else none (rows match on the whole before
     image)."""
     for name in (p.name, f"{p.database}.{p.table}" if p.database else None, p.table):
         if name and name in configured:
             p.key, p.key_source = list(configured[name]), "configuration"
             return
+    glob = next((g for g in configured if is_glob(g) and glob_match(g, p.name)), None)
+    if glob is not None:
+        p.key, p.key_source = list(configured[glob]), "configuration"
+        return
     if p.message_key:
         p.key, p.key_source = list(p.message_key), "message"
         return

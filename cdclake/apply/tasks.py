@@ -16,15 +16,17 @@ from py4j.protocol import Py4JJavaError
 from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql import SparkSession
 
-from cdclake import targets
+from cdclake import routing, targets
 from cdclake.errors import CdclakeError, RejectCode
 
 
 def table_path(target: str, name: str) -> str:
     """Where the Delta table of source table ``name`` (qualified, dots kept) lives: always one
-    folder directly under ``target``, named by :func:`cdclake.targets.table_folder` (names from
-    messages are never trusted as paths)."""
-    return targets.join(target, targets.table_folder(name))
+    folder directly under ``target``, named by :func:`cdclake.targets.table_folder` after the
+    target's naming (:func:`cdclake.routing.naming_of`; by default the qualified name itself).
+    Names from messages are never trusted as paths."""
+    naming = routing.naming_of(targets.resolve(target))
+    return targets.join(target, targets.table_folder(naming.target_name(name)))
 
 
 def is_history_table(spark: SparkSession, path: str) -> bool:

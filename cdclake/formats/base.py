@@ -21,6 +21,7 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
 from cdclake.model import DECODED_SCHEMA, EVENT_SCHEMA
 from cdclake.formats.facts import Capabilities
+from cdclake.routing import glob_sql, is_glob
 from cdclake.sqltext import sql_str
 
 
@@ -233,15 +234,24 @@ def position_sql(parts: list[str], text: str) -> str:
 def configured_key_sql(primary_keys: dict[str, list[str]], database: str, table: str) -> str:
     """SQL: the key columns configured (``--primary-key``) for the table named by the SQL
     expressions ``database`` and ``table`` (``array<string>``), looked up by qualified name
-    first, then by bare table name; null when none is configured (or the configured list is
-    empty)."""
+    first, then by bare table name, then by the first glob (``shop.*``:
+    :func:`cdclake.routing.glob_sql`) the qualified name matches; null when none is configured
+    (or the configured list is empty)."""
     if not primary_keys:
         return "cast(null as array<string>)"
-    entries = ", ".join(
-        f"{sql_str(name)}, array({', '.join(sql_str(c) for c in cols)})" if cols else f"{sql_str(name)}, cast(array() as array<string>)"
-        for name, cols in primary_keys.items()
-    )
-    pks = f"map({entries})"
-    qualified = f"(case when {database} is not null then element_at({pks}, concat({database}, '.', {table})) end)"
-    found = f"coalesce({qualified}, element_at({pks}, {table}))"
-    return f"(case when size({found}) > 0 then {found} end)"
+
+    def cols_sql(cols: list[str]) -> str:
+        return f"array({', '.join(sql_str(c) for c in cols)})" if cols else "cast(array() as array<string>)"
+
+    exact = {n: c for n, c in primary_keys.items() if not is_glob(n)}
+    globs = [(n, c) for n, c in primary_keys.items() if is_glob(n)]
+    qualified_name = f"(case when {database} is not null then concat({database}, '.', {table}) else {table} end)"
+    found = []
+    if exact:
+        pks = "map(" + ", ".join(f"{sql_str(name)}, {cols_sql(cols)}" for name, cols in exact.items()) + ")"
+        found += [f"(case when {database} is not null then element_at({pks}, concat({database}, '.', {table})) end)",
+                  f"element_at({pks}, {table})"]
+    if globs:
+        found.append("(case " + " ".join(f"when {glob_sql(n, qualified_name)} then {cols_sql(c)}" for n, c in globs) + " end)")
+    found_sql = f"coalesce({', '.join(found)})" if len(found) > 1 else found[0]
+    return f"(case when size({found_sql}) > 0 then {found_sql} end)"

@@ -195,3 +195,19 @@ def test_parquet_round_trip_and_mixed_folder(spark, tmp_path):
     assert before.position == after.position and ins.event_time_ms == 1649991726000
     d = by[("jsonl", 1)].events[0]
     assert (d.op, d.database, d.table) == ("d", "demo_db", "demo_table")  # its own _source_table_ wins
+
+
+def test_a_key_configured_by_glob_is_the_named_tables(spark, decoded, tmp_path):
+    """``--primary-key 'db.*=id'`` gives the TUPLE records the key ``--primary-key TABLE=id``
+    gives them (the decode's configured-key lookup, cdclake.formats.base.configured_key_sql)."""
+    from cdclake import formats
+    from cdclake.formats.base import DecodeOptions
+    from cdclake.sources.files import read_lines
+
+    p = tmp_path / "records.jsonl"
+    p.write_text("\n".join(text for text, _ in LINES) + "\n", encoding="utf-8")
+    glob = {TABLE.split(".")[0] + ".*": ["id"], "other.*": ["x"]}
+    rows = formats.get(FMT).decode(read_lines(spark, [str(p)]), DecodeOptions(primary_keys=glob)).collect()
+    by_glob = {r.source_record.line: [e.primary_key for e in r.events or []] for r in rows}
+    by_name = {line: [e["primary_key"] for e in row["events"] or []] for line, row in decoded.items()}
+    assert by_glob == by_name and any(keys == [["id"]] for keys in by_glob.values())
