@@ -174,6 +174,23 @@ def test_a_filtered_renamed_partitioned_database_through_files(spark, tmp_path):
     assert e.value.code == "BAD_OPTION" and "--table-name {database}_{table}" in e.value.message
 
 
+def test_a_history_table_partitioned_by_a_column_an_update_changes(spark, tmp_path):
+    """SCD type 2 (``--scd-type 2``) with ``--partition-by shop.orders=region``: the version an
+    update ends stays in its partition, the new one lands in the row's new partition."""
+    target = tmp_path / "lake"
+    routing = Routing.of(include=[r"shop\.orders"], partition_by={"shop.*": ["region"]})
+    ingest(spark, IngestConfig("canal-json", [str(SHOP)], str(target), scd_type=2, routing=routing))
+    moved = tmp_path / "moved.jsonl"
+    moved.write_text(_canal("orders", "UPDATE", [{"id": "100", "customer_id": "1", "amount": "25.00", "region": "us",
+                                                  "created_at": "2025-11-28 09:15:00"}], [{"region": "eu"}], seq=300) + "\n")
+    s = ingest(spark, IngestConfig("canal-json", [str(moved)], str(target), routing=routing))
+    assert [(r.table, r.updated) for r in s.tables] == [("shop.orders", 1)]
+    rows = spark.read.format("delta").load(str(target / "shop.orders")).where("id = 100").orderBy("_cdc_valid_from").collect()
+    assert [(r.region, r._cdc_is_current) for r in rows] == [("eu", False), ("us", True)]
+    assert sorted(p.name for p in (target / "shop.orders").iterdir() if "=" in p.name) == ["region=eu", "region=us"]
+    assert spark.sql(f"DESCRIBE DETAIL delta.`{target / 'shop.orders'}`").first().partitionColumns == ["region"]
+
+
 def test_a_partition_column_the_table_lacks_stops_the_run(spark, tmp_path):
     routing = Routing.of(partition_by={"shop.orders": ["days(shipped_at)"]})
     with pytest.raises(CdclakeError) as e:
