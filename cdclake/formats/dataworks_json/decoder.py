@@ -112,10 +112,11 @@ TABLE_OPS = (*DATA_OPS, TRUNCATE_OP, *DDL_OPS)
 _DECIMAL_RE = "^[+-]?[0-9]{1,38}$"
 
 #: what a table record's signature is hashed from (``p0``..``p2`` on the driver): its column
-#: list (as JSON text: every name and type, nulls included) and the key lists of its images
-SIG_PARTS = ["dc_json", "map_keys(after_raw)", "map_keys(before_raw)"]
+#: list (every name and type, nulls included; hashed as it was parsed, not written out as JSON
+#: text again) and the key lists of its images; a size of -1 tells a missing list from an empty one
+SIG_PARTS = ["dc", "map_keys(after_raw)", "map_keys(before_raw)"]
 SIG_HASH = (
-    "xxhash64(dc_json, coalesce(size(map_keys(after_raw)), -1), map_keys(after_raw), "
+    "xxhash64(coalesce(size(dc), -1), dc, coalesce(size(map_keys(after_raw)), -1), map_keys(after_raw), "
     "coalesce(size(map_keys(before_raw)), -1), map_keys(before_raw))"
 )
 
@@ -147,7 +148,7 @@ class DataWorksJsonDecoder(JsonDecoder):
             "lower(j.schema.source.dbType) like '%oracle%' as oracle_db",
             "array_remove(array_compact(j.schema.primaryKey), '') as pk_given",
             "j.payload.ddl.text as ddl_text",
-            f"case when {sql_in('j.payload.op', TABLE_OPS)} then to_json(j.schema.dataColumn) end as dc_json",
+            f"case when {sql_in('j.payload.op', TABLE_OPS)} then j.schema.dataColumn end as dc",
             # which images each op uses
             f"case when {sql_in('j.payload.op', ('UPDATE_AFTER', 'DELETE', *BEFORE_HALVES))} then j.payload.before.dataColumn end as before_raw",
             f"case when {sql_in('j.payload.op', ('INSERT', 'UPDATE_AFTER'))} then j.payload.after.dataColumn end as after_raw",

@@ -7,8 +7,6 @@ Sources: as the decoder's (seed ``002_f06f21975cd4d102.txt``, field types; ``sha
 
 from __future__ import annotations
 
-import json
-
 from cdclake.formats.typed import TS_FORMAT, Sig, columns_literal
 from cdclake.sqltext import sql_str
 
@@ -56,8 +54,11 @@ class Signature:
     """What one signature fixes (on the driver): the after and before images' :class:`Sig`
     (one id, each image its own key order), the events' ``columns`` and the key fallback."""
 
-    def __init__(self, sig_id: int, dc_json: str | None, after_keys: list | None, before_keys: list | None):
-        listed = json.loads(dc_json) if dc_json is not None else None  # null: the message has no column list
+    def __init__(self, sig_id: int, listed: list | None, after_keys: list | None, before_keys: list | None):
+        """``listed``: the record's ``schema.dataColumn`` as parsed (rows of ``name``, ``type``;
+        None: the message has no column list); ``after_keys``/``before_keys``: its images' column
+        names in map order."""
+        listed = None if listed is None else [None if c is None else {"name": c["name"], "type": c["type"]} for c in listed]
         cols = [c for c in listed or [] if c is not None and c.get("name") is not None]
         types: dict[str, str] = {}
         for c in cols:  # first declaration of a name wins
