@@ -399,17 +399,21 @@ def ingest_batch(
 
 
 def leave_out(plan: BatchPlan, routing: Routing) -> tuple[BatchPlan, list[TablePlan]]:
-    """``plan`` without the tables ``routing`` leaves out (their plans, progress rows and
-    renames), and the plans of those tables (empty: ``plan`` itself is returned)."""
-    out = [p for p in plan.tables if not routing.included(p.name)] if routing.filters else []
-    if not out:
+    """``plan`` without the tables ``routing`` leaves out (their plans and progress rows) and
+    without the renames from or to such a table (not followed: docs/limits.md), and the plans
+    of those tables; ``plan`` itself when it has none of either."""
+    if not routing.filters:
+        return plan, []
+    out = [p for p in plan.tables if not routing.included(p.name)]
+    renames = [r for r in plan.renames if routing.included(r.old_name) and routing.included(r.new_name)]
+    if not out and len(renames) == len(plan.renames):
         return plan, []
     names = {p.name for p in out}
     return dataclasses.replace(
         plan,
         tables=[p for p in plan.tables if p.name not in names],
         progress=[sp for sp in plan.progress if sp.table not in names],
-        renames=[r for r in plan.renames if r.old_name not in names and not (routing.filters and not routing.included(r.new_name))],
+        renames=renames,
     ), out
 
 

@@ -296,3 +296,29 @@ def test_quick_start_with_the_embedded_hive_metastore(tmp_path):
     assert out["after"] == ["audit_log", "clients", "orders"]
     assert out["columns"] == ["id", "customer_id", "amount", "region", "created_at", "note"]
     assert out["clients"] == [[1, "ada@example.com"], [2, "grace.h@example.com"]]
+
+
+def test_left_out_tables_and_renames_leave_the_plan():
+    """``pipeline.leave_out`` on the driver: a left-out table's plan and progress go, and a
+    rename from or to a left-out name is not followed (docs/limits.md), even in a batch where no
+    left-out table has events."""
+    from cdclake.apply.plan import BatchPlan, SourceProgress, TablePlan, TableRename
+    from cdclake.pipeline import leave_out
+
+    def rename(old, new):
+        return TableRename([1], "1", None, None, "canal-json", f"RENAME TABLE {old} TO {new}", 1, ("shop", None, old),
+                           ("shop", None, new))
+
+    routing = Routing.of(exclude=[r"shop\.audit_.*"])
+    kept, gone = TablePlan("shop", None, "orders"), TablePlan("shop", None, "audit_log")
+    plan = BatchPlan([kept, gone], [SourceProgress("f", "shop.orders", None, None, None, None),
+                                    SourceProgress("f", "shop.audit_log", None, None, None, None)],
+                     renames=[rename("orders", "orders_v2"), rename("orders", "audit_orders")])
+    cut, out = leave_out(plan, routing)
+    assert [p.name for p in out] == ["shop.audit_log"] and [p.name for p in cut.tables] == ["shop.orders"]
+    assert [sp.table for sp in cut.progress] == ["shop.orders"]
+    assert [r.new_name for r in cut.renames] == ["shop.orders_v2"]
+    only_renames = BatchPlan([kept], [], renames=[rename("orders", "audit_orders")])
+    cut, out = leave_out(only_renames, routing)
+    assert out == [] and cut.renames == [] and cut.tables == [kept]
+    assert leave_out(plan, Routing()) == (plan, [])
