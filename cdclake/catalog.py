@@ -31,6 +31,7 @@ from cdclake.sqltext import quote_ident, sql_str
 DEFAULT_METASTORE = "_cdclake/metastore"
 
 _DONE: set[tuple[str, str, str]] = set()
+_CONNECTED: list[bool] = []
 _LOCK = threading.Lock()
 
 
@@ -38,16 +39,35 @@ def metastore_conf(folder: str, java_options: str) -> dict[str, str]:
     """Spark settings for Hive support with an embedded Derby metastore in local ``folder``
     (created when missing: ``metastore_db/``, ``derby.log``, ``warehouse/``). ``java_options``:
     the driver JVM options to keep (Derby's home is added to them). The same settings open the
-    catalog from another session (``spark-sql --conf ...``; docs/operations.md)."""
+    catalog from another session (``spark-sql --conf ...``; docs/tables.md). Derby's home (its
+    ``derby.log``) is ``folder`` unless the folder's path holds white space.
+
+    Raises:
+        CdclakeError(BAD_OPTION): ``folder`` is a URI (a target on object storage needs
+            ``--metastore`` or a catalog of the Spark configuration).
+    """
+    if targets.is_uri(folder):
+        raise CdclakeError("BAD_OPTION", f"the embedded metastore needs a local folder, not {folder}: give --metastore DIR"
+                                         " (or name a catalog in CDCLAKE_SPARK_CONF)")
     folder = targets.resolve(folder)
+    home = "" if any(c.isspace() for c in folder) else f" -Dderby.system.home={folder}"  # (Java options split on spaces)
     return {
         "spark.sql.catalogImplementation": "hive",
         "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={folder}/metastore_db;create=true",
         "spark.hadoop.datanucleus.schema.autoCreateAll": "true",
         "spark.hadoop.hive.metastore.schema.verification": "false",
         "spark.sql.warehouse.dir": f"{folder}/warehouse",
-        "spark.driver.extraJavaOptions": f"{java_options} -Dderby.system.home={folder}",
+        "spark.driver.extraJavaOptions": f"{java_options}{home}",
     }
+
+
+def connect(spark: SparkSession) -> None:
+    """Reach the session's catalog once per process (``SHOW DATABASES``), before a batch
+    writes: a metastore that cannot be opened (another process holds the embedded Derby
+    database) stops the run before it writes, not after."""
+    if not _CONNECTED:
+        spark.sql("SHOW DATABASES").collect()
+        _CONNECTED.append(True)
 
 
 def _location(spark: SparkSession, name: str) -> str | None:
@@ -109,7 +129,8 @@ def register(spark: SparkSession, routing: Routing, target: str, names: list[str
     has not registered yet."""
     for r in renames:
         old = routing.catalog_name(r.old_name)
-        if old is not None:
+        # only a rename that was applied (its new table is there) moves the entry
+        if old is not None and DeltaTable.isDeltaTable(spark, table_path(target, r.new_name)):
             drop(spark, *old, table_path(target, r.old_name))
     gone = {r.old_name for r in renames} - {r.new_name for r in renames}
     for name in dict.fromkeys([*(n for n in names if n not in gone), *(r.new_name for r in renames)]):

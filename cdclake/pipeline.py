@@ -28,7 +28,7 @@ from cdclake.apply.tasks import table_path
 from cdclake.errors import CdclakeError, RejectCode
 from cdclake.formats.base import Decoder, DecodeOptions, Limits, TargetTable
 from cdclake.formats.skeleton import batch_scope
-from cdclake.routing import Routing
+from cdclake.routing import Routing, check_names
 from cdclake.sources.files import resolve_inputs
 from cdclake.sqltext import sql_in
 
@@ -132,10 +132,9 @@ def tables_counter(on_step, counts: dict):
     applied: list[str] = []
 
     def on_table(name: str) -> None:
-        with lock:
+        with lock:  # (the display's count never goes back)
             applied.append(name)
-            step = Step(f"applied {name}", tables_applied=len(applied), **counts)
-        on_step(step)
+            on_step(Step(f"applied {name}", tables_applied=len(applied), **counts))
 
     return on_table
 
@@ -369,6 +368,11 @@ def ingest_batch(
             return summary
         events = flat.where(F.col("e").isNotNull()).select("e.*")
         plan, left_out = leave_out(plan, routing)
+        if not routing.naming.is_default or routing.catalog_database is not None:
+            # before anything is written: two tables never share a target or catalog table
+            check_names(routing, [*progress.table_states(), *(p.name for p in plan.tables), *(r.new_name for r in plan.renames)])
+            if routing.catalog_database is not None:
+                catalog.connect(spark)
         if left_out:
             summary.excluded_events = sum(planned_events(p) for p in left_out)
             summary.excluded_tables = sorted(p.name for p in left_out)

@@ -71,10 +71,11 @@ def glob_match(pattern: str, name: str) -> bool:
 
 
 def glob_sql(pattern: str, name_sql: str) -> str:
-    """SQL: the name ``name_sql`` (an SQL expression) matches table pattern ``pattern``."""
+    """SQL: the name ``name_sql`` (an SQL expression) matches table pattern ``pattern`` (Java's
+    ``\\z``, the very end: its ``$`` would also match before a last line break)."""
     if not is_glob(pattern):
         return f"({name_sql} = {sql_str(pattern)})"
-    return f"({name_sql} rlike {sql_str('(?s)' + glob_regex(pattern))})"
+    return f"({name_sql} rlike {sql_str('(?s)' + glob_regex(pattern)[:-1] + chr(92) + 'z')})"
 
 
 def name_parts(name: str) -> dict[str, str]:
@@ -273,6 +274,35 @@ class Routing:
         if self.catalog_database is None:
             return None
         return self.catalog_database.format(**name_parts(name)), self.naming.target_name(name).split(".")[-1]
+
+
+def check_names(routing: Routing, names) -> None:
+    """Refuse a naming or a catalog that gives two of the source tables ``names`` (qualified)
+    one target table, or one catalog table, or a blank catalog database: checked on the driver
+    before a batch writes anything.
+
+    Raises:
+        CdclakeError(BAD_OPTION): two names share a target name (``--table-name``
+            ``{table}`` over ``shop.orders`` and ``crm.orders``) or a catalog name, or a
+            table's catalog database is blank.
+    """
+    seen: dict[str, str] = {}
+    where: dict[tuple, str] = {}
+    for name in sorted(set(names)):
+        if not routing.naming.is_default:
+            folder = routing.naming.target_name(name).casefold()  # (one folder on a case-insensitive file system)
+            other = seen.setdefault(folder, name)
+            if other != name:
+                raise CdclakeError("BAD_OPTION", f"{routing.naming.describe()} names both {other} and {name}"
+                                                 f" {routing.naming.target_name(name)}: use a template that tells them apart")
+        at = routing.catalog_name(name)
+        if at is not None:
+            if not at[0].strip():
+                raise CdclakeError("BAD_OPTION", f"--catalog-database {routing.catalog_database} is blank for table {name}")
+            other = where.setdefault((at[0].casefold(), at[1].casefold()), name)
+            if other != name:
+                raise CdclakeError("BAD_OPTION", f"--catalog-database {routing.catalog_database} puts both {other} and {name}"
+                                                 f" at {at[0]}.{at[1]}: use --table-name to tell them apart")
 
 
 _NAMINGS: dict[str, Naming] = {}

@@ -115,7 +115,7 @@ def run_stream(spark: SparkSession, config: StreamConfig, out=None) -> StreamSum
         raise CdclakeError("BAD_OPTION", "a stream needs --format (auto reads the first records of files)")
     decoder = formats.get(config.format)
     target = check_target(config.target, spark)
-    audit.check_layout(target, spark)
+    audit.check_layout(target, spark, naming=config.routing.naming)
     options = decode_options(config, decoder)
     write = (lambda line: None) if out is False else (lambda line: print(line, file=out or sys.stdout, flush=True))
 

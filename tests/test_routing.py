@@ -11,6 +11,7 @@ Spark's Hive support and its embedded Derby metastore in processes of their own.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from cdclake.cli import main
 from cdclake.errors import CdclakeError
 from cdclake.pipeline import IngestConfig, ingest
 from cdclake.routing import Naming, Routing, partition_column
-from tests.conftest import REPO
+from tests.conftest import REPO, TEST_CONF
 
 SHOP = REPO / "examples" / "shop"
 README = REPO / "README.md"
@@ -86,6 +87,28 @@ def test_include_exclude_globs_and_catalog_names():
     assert Routing.of(naming=Naming("{database}_{table}"), catalog_database="lake").catalog_name("shop.orders") == ("lake", "shop_orders")
     assert Routing().catalog_name("shop.orders") is None
     assert not Routing().filters and Routing().included("anything")
+
+
+def test_two_tables_never_share_a_target_or_catalog_name():
+    from cdclake.catalog import metastore_conf
+    from cdclake.routing import check_names
+
+    check_names(Routing.of(naming=Naming("{database}_{table}")), ["shop.orders", "crm.orders"])
+    for routing, names, text in [
+        (Routing.of(naming=Naming("{table}")), ["shop.orders", "crm.orders"], "names both crm.orders and shop.orders orders"),
+        (Routing.of(naming=Naming("{table}")), ["shop.Orders", "crm.orders"], "names both"),  # one folder where case does not count
+        (Routing.of(catalog_database="lake"), ["shop.orders", "crm.orders"], "puts both crm.orders and shop.orders at lake.orders"),
+        (Routing.of(catalog_database="{schema}"), ["shop.orders"], "is blank for table shop.orders"),
+    ]:
+        with pytest.raises(CdclakeError) as e:
+            check_names(routing, names)
+        assert e.value.code == "BAD_OPTION" and text in e.value.message, e.value.message
+    with pytest.raises(CdclakeError) as e:
+        metastore_conf("s3a://bucket/lake/_cdclake/metastore", "")
+    assert e.value.code == "BAD_OPTION" and "--metastore" in e.value.message
+    conf = metastore_conf("/tmp/a b/metastore", "-Dx=1")
+    assert conf["spark.driver.extraJavaOptions"] == "-Dx=1" and "databaseName=/tmp/a b/metastore/metastore_db" in conf[
+        "spark.hadoop.javax.jdo.option.ConnectionURL"]
 
 
 @pytest.mark.parametrize("args, text", [
@@ -198,6 +221,21 @@ def test_a_partition_column_the_table_lacks_stops_the_run(spark, tmp_path):
     assert e.value.code == "BAD_OPTION" and "no column 'shipped_at'" in e.value.message
 
 
+def test_a_folder_stream_names_its_tables_from_the_first_batch(spark, tmp_path, capsys):
+    """A stream on a new target with ``--table-name``: the naming is the target's from its
+    first micro-batch on (the stream checks the layout with it before the query starts)."""
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    (inbox / "shop.jsonl").write_text((SHOP / "shop.jsonl").read_text())
+    target = tmp_path / "lake"
+    assert main(["ingest", "--format", "canal-json", "--input", str(inbox), "--checkpoint", str(tmp_path / "cp"),
+                 "--target", str(target), "--available-now", "--table-name", "{database}_{table}",
+                 "--include-tables", r"shop\.(orders|customers)"]) == 0
+    assert "excluded: 2 event(s) of 1 table(s) not written (shop.audit_log)" in capsys.readouterr().out
+    assert sorted(p.name for p in target.iterdir()) == ["_cdclake", "shop_customers", "shop_orders"]
+    assert json.loads((target / "_cdclake" / "layout.json").read_text())["table_name"] == "{database}_{table}"
+
+
 @pytest.mark.kafka
 def test_quick_start_through_kafka_then_a_table_by_name(spark, kafka_broker, kafka_topic, tmp_path, capsys):
     topic = kafka_topic()
@@ -223,9 +261,8 @@ def test_quick_start_through_kafka_then_a_table_by_name(spark, kafka_broker, kaf
 
 _QUERY = textwrap.dedent("""
     import contextlib, io, json, sys
-    from cdclake.cli import main
 
-    target, later, readme = sys.argv[1], sys.argv[2], sys.argv[3]
+    target, readme = sys.argv[1], sys.argv[2]
     shown = io.StringIO()
     with contextlib.redirect_stdout(shown):
         exec(readme)  # the README's query, as a user pastes it: it makes the session
@@ -233,16 +270,14 @@ _QUERY = textwrap.dedent("""
 
     spark = get_spark()
     out = {"shown": shown.getvalue(), "implementation": spark.conf.get("spark.sql.catalogImplementation"),
-           "before": sorted(r.tableName for r in spark.sql("SHOW TABLES IN shop").collect()),
+           "tables": sorted(r.tableName for r in spark.sql("SHOW TABLES IN shop").collect()),
            "orders": [[r.id, str(r.created_at)] for r in spark.table("shop.orders").orderBy("id").collect()]}
-    # a second ingest in this session: a column added, a table renamed at the source
-    code = main(["ingest", "--format", "canal-json", "--input", later, "--target", target, "--catalog-database", "shop", "--quiet"])
-    out["code"] = code
-    out["after"] = sorted(r.tableName for r in spark.sql("SHOW TABLES IN shop").collect())
-    out["columns"] = [c for c in spark.table("shop.orders").columns if not c.startswith("_cdc_")]
-    out["clients"] = [[r.id, r.email] for r in spark.sql("SELECT id, email FROM shop.clients ORDER BY id").collect()]
     print("RESULT " + json.dumps(out))
 """)
+
+#: the suite's Spark settings for the processes these tests start (tests/conftest.py: small
+#: data, interpreted expressions), as ``CDCLAKE_SPARK_CONF`` (its JVM options stay cdclake's)
+SUBPROCESS_ENV = {**os.environ, "CDCLAKE_SPARK_CONF": " ".join(f"{k}={v}" for k, v in TEST_CONF.items() if " " not in v)}
 
 
 def readme_quick_start() -> tuple[list[str], str]:
@@ -273,52 +308,40 @@ def test_quick_start_with_the_embedded_hive_metastore(tmp_path):
     """The README's files quick start as a user types it (``cdclake ingest ... --catalog-database
     shop`` in a process of its own: Spark's Hive support, a Derby metastore under the target),
     then the README's query in another process that opens that metastore
-    (``spark.table("shop.orders")``); a schema change and a table rename at the source then
-    keep the catalog in step."""
+    (``spark.table("shop.orders")``)."""
     target = tmp_path / "lake"
     command, query = readme_quick_start()
     assert command[0] == ".venv/bin/cdclake" and "--catalog-database" in command
     argv = [str(REPO / command[0]), *(str(target) if a == "./lake" else str(REPO / a) if a == "examples/shop" else a
                                       for a in command[1:])]
-    r = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    r = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=SUBPROCESS_ENV, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert (target / "_cdclake" / "metastore" / "metastore_db").is_dir()
-    later = _schema_change_and_rename(tmp_path / "later.jsonl")
-    q = subprocess.run([sys.executable, "-c", _QUERY, str(target), str(later), query.replace("./lake", str(target))],
-                       capture_output=True, text=True, cwd=REPO, timeout=600)
+    q = subprocess.run([sys.executable, "-c", _QUERY, str(target), query.replace("./lake", str(target))],
+                       capture_output=True, text=True, cwd=REPO, env=SUBPROCESS_ENV, timeout=600)
     assert q.returncode == 0, q.stderr[-3000:]
     out = json.loads(next(line for line in q.stdout.splitlines() if line.startswith("RESULT "))[len("RESULT "):])
     assert out["implementation"] == "hive"
     assert "|100|" in out["shown"].replace(" ", "") and "2025-11-29 17:40:00" in out["shown"]
-    assert out["before"] == ["audit_log", "customers", "orders"]
+    assert out["tables"] == ["audit_log", "customers", "orders"]
     assert out["orders"] == [[100, "2025-11-28 09:15:00"], [101, "2025-11-29 17:40:00"], [103, "2025-11-30 10:00:00"]]
-    assert out["code"] == 0
-    assert out["after"] == ["audit_log", "clients", "orders"]
-    assert out["columns"] == ["id", "customer_id", "amount", "region", "created_at", "note"]
-    assert out["clients"] == [[1, "ada@example.com"], [2, "grace.h@example.com"]]
 
 
-def test_left_out_tables_and_renames_leave_the_plan():
-    """``pipeline.leave_out`` on the driver: a left-out table's plan and progress go, and a
-    rename from or to a left-out name is not followed (docs/limits.md), even in a batch where no
-    left-out table has events."""
-    from cdclake.apply.plan import BatchPlan, SourceProgress, TablePlan, TableRename
-    from cdclake.pipeline import leave_out
-
-    def rename(old, new):
-        return TableRename([1], "1", None, None, "canal-json", f"RENAME TABLE {old} TO {new}", 1, ("shop", None, old),
-                           ("shop", None, new))
-
-    routing = Routing.of(exclude=[r"shop\.audit_.*"])
-    kept, gone = TablePlan("shop", None, "orders"), TablePlan("shop", None, "audit_log")
-    plan = BatchPlan([kept, gone], [SourceProgress("f", "shop.orders", None, None, None, None),
-                                    SourceProgress("f", "shop.audit_log", None, None, None, None)],
-                     renames=[rename("orders", "orders_v2"), rename("orders", "audit_orders")])
-    cut, out = leave_out(plan, routing)
-    assert [p.name for p in out] == ["shop.audit_log"] and [p.name for p in cut.tables] == ["shop.orders"]
-    assert [sp.table for sp in cut.progress] == ["shop.orders"]
-    assert [r.new_name for r in cut.renames] == ["shop.orders_v2"]
-    only_renames = BatchPlan([kept], [], renames=[rename("orders", "audit_orders")])
-    cut, out = leave_out(only_renames, routing)
-    assert out == [] and cut.renames == [] and cut.tables == [kept]
-    assert leave_out(plan, Routing()) == (plan, [])
+def test_the_catalog_follows_a_schema_change_and_a_rename(spark, tmp_path, capsys):
+    """In the session's own catalog: an ``ADD COLUMN`` shows in the catalog table (Spark reads
+    the schema from the Delta log), a ``RENAME TABLE customers TO clients`` at the source
+    moves the catalog entry with the table."""
+    target = tmp_path / "lake"
+    args = ["ingest", "--format", "canal-json", "--target", str(target), "--catalog-database", "shop_catalog", "--quiet"]
+    try:
+        assert main([*args, "--input", str(SHOP)]) == 0
+        assert sorted(r.tableName for r in spark.sql("SHOW TABLES IN shop_catalog").collect()) == ["audit_log", "customers", "orders"]
+        assert main([*args, "--input", str(_schema_change_and_rename(tmp_path / "later.jsonl"))]) == 0
+        assert sorted(r.tableName for r in spark.sql("SHOW TABLES IN shop_catalog").collect()) == ["audit_log", "clients", "orders"]
+        assert [c for c in spark.table("shop_catalog.orders").columns if not c.startswith("_cdc_")] == [
+            "id", "customer_id", "amount", "region", "created_at", "note"]
+        assert [(r.id, r.note) for r in spark.sql("SELECT id, note FROM shop_catalog.orders WHERE id = 104").collect()] == [(104, "gift")]
+        assert [(r.id, r.email) for r in spark.sql("SELECT id, email FROM shop_catalog.clients ORDER BY id").collect()] == [
+            (1, "ada@example.com"), (2, "grace.h@example.com")]
+    finally:
+        spark.sql("DROP DATABASE IF EXISTS shop_catalog CASCADE")  # external tables: the folders stay

@@ -440,7 +440,7 @@ def _add_and_widen(spark: SparkSession, path: str, plan: TablePlan, current: dic
     if rewrite:
         # the rewrite keeps the table's partitioning and its generated columns' expressions
         # (field metadata, which the read schema drops)
-        meta = {f.name: f.metadata for f in table_schema(spark, path).fields}
+        meta = {f.name: {GENERATED: f.metadata[GENERATED]} for f in table_schema(spark, path).fields if GENERATED in f.metadata}
         df = spark.read.format("delta").load(path)
         df = df.select([(F.col(q(c)).cast(rewrite[c]) if c in rewrite else F.col(q(c))).alias(c, metadata=meta.get(c) or {})
                         for c in df.columns])
@@ -588,6 +588,9 @@ def create_empty(spark: SparkSession, path: str, cols: dict[str, str], history: 
             raise CdclakeError("BAD_OPTION", f"--partition-by: the table at {path} has no column {needed!r}"
                                              f" (its columns: {', '.join(cols)})")
         if part.generated is not None:
+            if part.name in cols:
+                raise CdclakeError("BAD_OPTION", f"--partition-by: the partition column {part.name!r} of the table at {path} would"
+                                                 f" hide its own column of that name: partition by {part.name} itself, or by another column")
             builder = builder.addColumn(part.name, part.spark_type, generatedAlwaysAs=part.generated)
     if layout.partition_by:
         builder = builder.partitionedBy(*[part.name for part in layout.partition_by])
@@ -810,8 +813,7 @@ def count_rows(spark: SparkSession, prep: Prepared) -> None:
     else:
         result.rows_now = rows_before + result.inserted - result.deleted - result.truncated
     if result.schema_changes:
-        detail = DeltaTable.forPath(spark, path)
-        result.schema = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in detail.toDF().schema.fields if f.name not in SYSTEM_COLUMNS)
+        result.schema = ", ".join(f"{n} {t}" for n, t in source_column_types(spark, path).items())
         result.schema_version = latest_version(spark, path)  # (from the log: DeltaTable.history cost two jobs)
 
 

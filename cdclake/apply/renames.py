@@ -93,7 +93,6 @@ from cdclake.apply.delta_table import (
     COLUMN_ORDERS,
     KEY_JSON,
     META_COLUMNS,
-    SYSTEM_COLUMNS,
     TableState,
     column_order_sql,
     create_empty,
@@ -168,7 +167,7 @@ def source_rows(spark: SparkSession, path: str, point: list, by_position: bool,
     point and not ended by it. Returns ``(rows, source columns name -> Spark type, history)``;
     ``rows`` has the table's columns."""
     df = DeltaTable.forPath(spark, path).toDF()
-    columns = {f.name: f.dataType.simpleString() for f in df.schema.fields if f.name not in SYSTEM_COLUMNS}
+    columns = source_column_types(spark, path)  # (a generated partition column is not one)
     history = "_cdc_is_current" in df.columns
     rank = rank_of('_cdc_op', '_cdc_position', by_position, list(moved_in))
     before = (f"{order_sql(rank, '_cdc_position', '1', *(f'_cdc_record.{f}' for f in RECORD_FIELDS))}"
@@ -681,7 +680,8 @@ def _carry_deletes(spark: SparkSession, target: str, r: TableRename, txn: audit.
         ended = f"_cdc_op = 'r' AND _cdc_end IS NOT NULL AND _cdc_end.position < {point}"
         if truncate is not None and order_key(list(truncate)) < order_key(rename_point(r)):  # (a cap ends at a truncate)
             ended += f" AND {after_truncate_sql('_cdc_op', '_cdc_position', False, list(moved_in), list(truncate))}"
-        image = F.to_json(F.struct(*[F.col(q(c)) for c in old.columns if c not in SYSTEM_COLUMNS]), KEY_JSON)
+        own = source_column_types(spark, table_path(target, r.old_name))  # (a generated partition column is not one)
+        image = F.to_json(F.struct(*[F.col(q(c)) for c in old.columns if c in own]), KEY_JSON)
         capped = old.where(ended).select(image.alias("key")).distinct().select(
             F.lit(r.new_name).alias("table"), "key", F.expr(f"concat({point}, array(cast(-2 as decimal(38,0))))").alias("position"),
             F.lit(r.text).alias("position_text"), F.lit(None).cast(META_COLUMNS["_cdc_record"]).alias("record"),

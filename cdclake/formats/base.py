@@ -245,7 +245,7 @@ def configured_key_sql(primary_keys: dict[str, list[str]], database: str, table:
 
     exact = {n: c for n, c in primary_keys.items() if not is_glob(n)}
     globs = [(n, c) for n, c in primary_keys.items() if is_glob(n)]
-    qualified_name = f"(case when {database} is not null then concat({database}, '.', {table}) else {table} end)"
+    qualified_name = f"concat_ws('.', nullif({database}, ''), {table})"
     found = []
     if exact:
         pks = "map(" + ", ".join(f"{sql_str(name)}, {cols_sql(cols)}" for name, cols in exact.items()) + ")"
