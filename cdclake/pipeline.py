@@ -9,7 +9,6 @@ Counting: every input record is either decoded (zero or more canonical events) o
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 import threading
@@ -413,7 +412,7 @@ def leave_out(plan: BatchPlan, routing: Routing) -> tuple[BatchPlan, list[TableP
     if not out and len(renames) == len(plan.renames):
         return plan, []
     names = {p.name for p in out}
-    return dataclasses.replace(
+    return replace(
         plan,
         tables=[p for p in plan.tables if p.name not in names],
         progress=[sp for sp in plan.progress if sp.table not in names],

@@ -78,6 +78,12 @@ def glob_sql(pattern: str, name_sql: str) -> str:
     return f"({name_sql} rlike {sql_str('(?s)' + glob_regex(pattern)[:-1] + chr(92) + 'z')})"
 
 
+def glob_case_sql(entries: list[tuple[str, str]], name_sql: str) -> str:
+    """SQL: the value (SQL) of the first ``(glob, value)`` of ``entries`` whose glob the name
+    ``name_sql`` matches (:func:`glob_sql`), else NULL."""
+    return "(case " + " ".join(f"when {glob_sql(g, name_sql)} then {v}" for g, v in entries) + " end)"
+
+
 def name_parts(name: str) -> dict[str, str]:
     """The template fields of qualified name ``name``: ``database`` (first part), ``schema`` (the
     middle of a three-part name, else empty), ``table`` (the last part), ``name`` (the whole).

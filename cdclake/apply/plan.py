@@ -32,7 +32,7 @@ from cdclake.apply.ddl import column_changes, table_end, table_renames
 from cdclake.formats import snapshot_position_formats, update_halves_formats
 from cdclake.formats.sqltypes import untyped_spark_type
 from cdclake.model import qualified_name
-from cdclake.routing import glob_match, glob_sql, is_glob
+from cdclake.routing import glob_case_sql, glob_match, is_glob
 from cdclake.sqltext import sql_str
 
 #: a position as the driver compares it: ``position.order`` (decimals, compared like Spark
@@ -426,7 +426,7 @@ def _configured_sql(configured: dict, value) -> str:
                   f"case when nullif(database, '') is not null then try_element_at({m}, concat(database, '.', table)) end",
                   f"try_element_at({m}, table)"]
     if globs:
-        found.append("case " + " ".join(f"when {glob_sql(n, qual)} then {value(v)}" for n, v in globs) + " end")
+        found.append(glob_case_sql([(n, value(v)) for n, v in globs], qual))
     return f"coalesce({', '.join(found)})" if len(found) > 1 else found[0]
 
 

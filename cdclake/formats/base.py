@@ -21,7 +21,7 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
 from cdclake.model import DECODED_SCHEMA, EVENT_SCHEMA
 from cdclake.formats.facts import Capabilities
-from cdclake.routing import glob_sql, is_glob
+from cdclake.routing import glob_case_sql, is_glob
 from cdclake.sqltext import sql_str
 
 
@@ -252,6 +252,6 @@ def configured_key_sql(primary_keys: dict[str, list[str]], database: str, table:
         found += [f"(case when {database} is not null then element_at({pks}, concat({database}, '.', {table})) end)",
                   f"element_at({pks}, {table})"]
     if globs:
-        found.append("(case " + " ".join(f"when {glob_sql(n, qualified_name)} then {cols_sql(c)}" for n, c in globs) + " end)")
+        found.append(glob_case_sql([(n, cols_sql(c)) for n, c in globs], qualified_name))
     found_sql = f"coalesce({', '.join(found)})" if len(found) > 1 else found[0]
     return f"(case when size({found_sql}) > 0 then {found_sql} end)"
