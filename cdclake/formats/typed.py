@@ -11,7 +11,7 @@ A decoder works in two stages over a batch:
    (:func:`cdclake.formats.skeleton.persist_stage`).
 2. *type* (this module): :func:`collect_signatures` reads the few distinct signatures of the
    batch to the driver (one small aggregate); the format turns each into a :class:`Sig` in
-   plain Python (source type -> Spark type, converter per column); :func:`add_typed_image`
+   plain Python (source type -> Spark type, converter per column); :func:`add_typed_images`
    then adds each canonical image with plain top-level expressions: for each signature one
    conversion per column (``try_cast`` and friends, specialised to the column's type), chosen
    by one ``CASE`` on the signature. No lambda runs per value and no Python touches a row.
@@ -166,6 +166,13 @@ def columns_literal(declared: Iterable[dict] | None) -> str:
 _UNFUSED = "reflect('java.lang.String', 'valueOf', true) is not null"
 
 
+def named(items: Iterable[str]) -> str:
+    """SQL: ``array<string>`` of the values of ``items`` (SQL string expressions, each NULL or
+    a name) that are not NULL, in order, distinct: ``array_compact`` without its lambda (a
+    lambda keeps a projection out of whole-stage code generation and is interpreted)."""
+    return f"array_except(array({', '.join(items)}), array(cast(null as string)))"
+
+
 def unfused(sql: str) -> str:
     """SQL: ``sql`` (an expression of any type), evaluated in a compiled projection of its own
     instead of a whole-stage generated method (see :data:`_UNFUSED`): for the per-signature
@@ -181,73 +188,83 @@ def sig_case(sig_col: str, sigs: Iterable[Sig], value: Callable[[Sig], str], def
     return f"(case {sig_col} {whens} else {default} end)"
 
 
-def add_typed_image(
-    df: DataFrame,
-    sig_col: str,
-    sigs: list[Sig],
-    out: str,
-    raw_value: Callable[[Sig, int], str],
-    present: str,
-) -> DataFrame:
-    """Add the canonical image ``out`` (``map<string,string>``, NULL when ``present`` is false)
-    and ``<out>_bad`` (``array<string>``: the columns whose value could not be read; empty when
-    none) to ``df``.
+@dataclass(frozen=True)
+class TypedImage:
+    """One canonical image for :func:`add_typed_images` to add.
 
-    ``raw_value(sig, i)`` is the SQL of the raw text of column ``sig.names[i]`` in ``df`` (e.g.
-    ``vals[i]`` over the raw image's value array); ``present`` the SQL condition that the image
-    exists. Three projections, each a ``CASE`` over the signatures with one plain expression per
-    column: raw values, canonical values (one conversion per value), then the map and the bad
-    columns; each is compiled on its own, outside whole-stage code generation (:func:`unfused`).
+    out: the image's column (``map<string,string>``, NULL when ``present`` is false), beside
+        ``<out>_bad`` (``array<string>``: the columns whose value could not be read).
+    sig_col: the column naming the record's signature (one of ``sigs``' ids).
+    sigs: the signatures of the batch.
+    raw_value: ``raw_value(sig, i)``, the SQL of the raw text of column ``sig.names[i]``
+        (e.g. ``vals[i]`` over the raw image's value array); read twice, so a cheap expression.
+    present: the SQL condition that the image exists.
     """
-    raw, canon = f"{out}__raw", f"{out}__canon"
+
+    out: str
+    sig_col: str
+    sigs: list[Sig]
+    raw_value: Callable[[Sig, int], str]
+    present: str
+
+
+def add_typed_images(df: DataFrame, images: list[TypedImage], also: Iterable[str] = ()) -> DataFrame:
+    """``df`` with each of ``images`` (:class:`TypedImage`) added, and the ``also`` columns
+    (SQL ``<expression> as <name>`` over ``df``'s columns).
+
+    Two projections whatever the number of images: the canonical values of every image (one
+    ``CASE`` over the signatures, one conversion per value, :func:`canonical_sql`), then
+    every image's map and bad columns (with ``also``). Each is compiled on its own, outside
+    whole-stage code generation (:func:`unfused`), so its generated code is split into
+    methods of bounded size; few projections, as each passes every column of a record on
+    (canal-json's 1M-record decode spent a third of its final stage copying rows between the
+    nine projections it had before, Java Flight Recorder, session 50).
+    """
     none = "cast(null as array<string>)"  # the type of every CASE below when a batch has no signature
-    df = df.withColumn(
-        raw,
-        F.expr(unfused(f"case when {present} then {sig_case(sig_col, sigs, lambda s: 'array(' + ', '.join(raw_value(s, i) for i in range(len(s.names))) + ')' if s.names else 'cast(array() as array<string>)', none)} end")),
-    )
-    df = df.withColumn(
-        canon,
-        F.expr(unfused(
-            sig_case(
-                sig_col,
-                sigs,
-                lambda s: "array(" + ", ".join(c.format(f"{raw}[{i}]") for i, c in enumerate(s.convert)) + ")" if s.names else "cast(array() as array<string>)",
-                none,
+    empty = "cast(array() as array<string>)"
+
+    def canon(im: TypedImage) -> str:
+        def values(s: Sig) -> str:
+            if not s.names:
+                return empty
+            return "array(" + ", ".join(c.format(im.raw_value(s, i)) for i, c in enumerate(s.convert)) + ")"
+        return unfused(f"case when {im.present} then {sig_case(im.sig_col, im.sigs, values, none)} end")
+
+    def bad(im: TypedImage, canon_col: str) -> str:
+        def names(s: Sig) -> str:
+            if not s.names:
+                return empty
+            return named(
+                f"case when {s.is_bad(i, im.raw_value(s, i), f'{canon_col}[{i}]')} then {sql_str(n)} end"
+                for i, n in enumerate(s.names)
             )
-        )),
-    )
-    names = sig_case(sig_col, sigs, lambda s: "array(" + ", ".join(sql_str(n) for n in s.names) + ")" if s.names else "cast(array() as array<string>)", none)
-    bad = sig_case(
-        sig_col,
-        sigs,
-        lambda s: "array_compact(array("
-        + ", ".join(f"case when {s.is_bad(i, f'{raw}[{i}]', f'{canon}[{i}]')} then {sql_str(n)} end" for i, n in enumerate(s.names))
-        + "))"
-        if s.names
-        else "cast(array() as array<string>)",
-        "cast(array() as array<string>)",
-    )
-    return (
-        df.withColumn(out, F.expr(f"case when {raw} is not null then map_from_arrays({names}, {canon}) end"))
-        .withColumn(f"{out}_bad", F.expr(unfused(f"case when {raw} is not null then {bad} else cast(array() as array<string>) end")))
-        .drop(raw, canon)
-    )
+        return unfused(f"case when {canon_col} is not null then {sig_case(im.sig_col, im.sigs, names, empty)} else {empty} end")
+
+    def names_of(im: TypedImage) -> str:
+        return sig_case(im.sig_col, im.sigs, lambda s: "array(" + ", ".join(sql_str(n) for n in s.names) + ")" if s.names else empty, none)
+
+    canons = {im.out: f"{im.out}__canon" for im in images}
+    df = df.selectExpr("*", *[f"{canon(im)} as {canons[im.out]}" for im in images])
+    kept = [f"`{c}`" for c in df.columns if c not in canons.values()]
+    out = []
+    for im in images:
+        c = canons[im.out]
+        out += [f"case when {c} is not null then map_from_arrays({names_of(im)}, {c}) end as {im.out}", f"{bad(im, c)} as {im.out}_bad"]
+    return df.selectExpr(*kept, *out, *also)
 
 
 def image_struct_sql(sig_col: str, sigs: list[Sig], raw_value: Callable[[Sig, int], str]) -> str:
     """SQL: ``struct<img: map<string,string>, bad: array<string>>`` of one image in a single
     expression (each conversion written twice), for images inside a lambda over a message's
-    rows (Canal's multi-row messages), where :func:`add_typed_image`'s projections cannot
-    reach. ``raw_value`` as for :func:`add_typed_image`, over the lambda's variable."""
+    rows (Canal's multi-row messages), where :func:`add_typed_images`'s projections cannot
+    reach. ``raw_value`` as for :func:`add_typed_images`, over the lambda's variable."""
 
     def one(s: Sig) -> str:
         if not s.names:
             return "named_struct('img', cast(map() as map<string,string>), 'bad', cast(array() as array<string>))"
         conv = [c.format(raw_value(s, i)) for i, c in enumerate(s.convert)]
         img = "map_from_arrays(array(" + ", ".join(sql_str(n) for n in s.names) + "), array(" + ", ".join(conv) + "))"
-        bad = "array_compact(array(" + ", ".join(
-            f"case when {s.is_bad(i, raw_value(s, i), c)} then {sql_str(n)} end" for i, (n, c) in enumerate(zip(s.names, conv))
-        ) + "))"
+        bad = named(f"case when {s.is_bad(i, raw_value(s, i), c)} then {sql_str(n)} end" for i, (n, c) in enumerate(zip(s.names, conv)))
         return f"named_struct('img', {img}, 'bad', {bad})"
 
     return sig_case(sig_col, sigs, one, "cast(null as struct<img: map<string,string>, bad: array<string>>)")

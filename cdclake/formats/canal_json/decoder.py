@@ -41,7 +41,7 @@ from cdclake.formats.facts import Capabilities, OpTable
 from cdclake.formats.json_common import JsonDecoder, loads_object
 from cdclake.formats.canal_json.types import NotAnObject, entries, signature
 from cdclake.formats.skeleton import bad_values, persist_stage, table_missing
-from cdclake.formats.typed import Sig, add_typed_image, collect_signatures, columns_literal, image_struct_sql, sig_case
+from cdclake.formats.typed import Sig, TypedImage, add_typed_images, collect_signatures, columns_literal, image_struct_sql, sig_case
 from cdclake.sqltext import sql_in, sql_let, sql_str
 
 NAME = "canal-json"
@@ -62,6 +62,20 @@ DDL_TYPES = OPS.named("ddl")
 #: on the driver)
 SIG_PARTS = ["coalesce(j.mysqlType, '')", "coalesce(j.sqlType, '')", "keys0"]
 
+
+#: SQL: the columns whose value could not be read (``array<string>``), over the typed images;
+#: in the checks, so that its lambda joins the final projection (whose events have lambdas too)
+#: instead of keeping a projection of its own out of whole-stage code generation
+_BAD_COLS = """(case when fast then array_distinct(concat(after1_bad, before1_bad))
+                 else array_distinct(flatten(array(
+                     coalesce(flatten(transform(after_m, x -> x.bad)), cast(array() as array<string>)),
+                     coalesce(flatten(transform(before_m, x -> x.bad)), cast(array() as array<string>))))) end)"""
+
+#: SQL over the parse stage: a one-row message's first row's values (after, before) and its
+#: ``old`` row (empty when none)
+_VALS_A = "map_values(element_at(after_raw, 1))"
+_VALS_B = "map_values(element_at(before_raw, 1))"
+_OLD0 = "coalesce(element_at(old_raw, 1), cast(map() as map<string,string>))"
 
 #: SQL: the message is a row change (its Canal type)
 _IS_DATA = OPS.in_sql("t", *OpTable.DATA)
@@ -136,7 +150,7 @@ class CanalJsonDecoder(JsonDecoder):
 
     def _typed(self, df: DataFrame) -> DataFrame:
         """Types once per signature on the driver, then the typed images: ``after1``/``before1``
-        for one-row messages, ``after_m``/``before_m`` per row otherwise, ``bad_cols``, the
+        for one-row messages, ``after_m``/``before_m`` per row otherwise, the
         columns ``cols`` (one literal per signature) and ``bad_types`` (the signature's column
         types are not objects)."""
         sigs, bad_sigs = [], []
@@ -148,23 +162,22 @@ class CanalJsonDecoder(JsonDecoder):
         bad_types = f"sig in ({', '.join(str(b) for b in bad_sigs)})" if bad_sigs else "false"
 
         # ---- typed images: one conversion per column ------------------------------------------
-        # one-row messages (the common case): plain projections over the row's values
-        df = df.selectExpr(
-            "*",
-            "coalesce(element_at(after_raw, 1), element_at(before_raw, 1)) as img0",
-            "coalesce(element_at(old_raw, 1), cast(map() as map<string,string>)) as old0",
-            "case when fast then map_values(element_at(after_raw, 1)) end as vals_a",
-            "case when fast then map_values(element_at(before_raw, 1)) end as vals_b",
-        )
-        df = add_typed_image(df, "sig", sigs, "after1", lambda s, i: f"vals_a[{i}]", "vals_a is not null")
+        # one-row messages (the common case): plain expressions over the row's values, read by
+        # position (the values of the first row's maps: views, nothing copied)
+        def after_value(s: Sig, i: int) -> str:
+            return f"{_VALS_A}[{i}]"
 
         def before_value(s: Sig, i: int) -> str:
             n = sql_str(s.names[i])
-            return f"(case when old_raw is not null then (case when map_contains_key(old0, {n}) then old0[{n}] else vals_a[{i}] end) else vals_b[{i}] end)"
+            return f"(case when old_raw is not null then (case when map_contains_key({_OLD0}, {n}) then {_OLD0}[{n}] else {_VALS_A}[{i}] end) else {_VALS_B}[{i}] end)"
 
-        df = add_typed_image(
-            df, "sig", sigs, "before1", before_value, "fast and ((old_raw is not null and vals_a is not null) or (old_raw is null and vals_b is not null))"
-        )
+        images = [
+            TypedImage("after1", "sig", sigs, after_value, f"fast and {_VALS_A} is not null"),
+            TypedImage("before1", "sig", sigs, before_value,
+                       f"fast and ((old_raw is not null and {_VALS_A} is not null) or (old_raw is null and {_VALS_B} is not null))"),
+        ]
+        columns = sig_case("sig", sigs, lambda s: columns_literal(s.declared), columns_literal(None))
+
         # other messages: the same conversions inside a lambda over the rows, by name; each
         # image keeps the columns its row carries
         def by_name(s: Sig, i: int) -> str:
@@ -177,24 +190,16 @@ class CanalJsonDecoder(JsonDecoder):
         row_img = image_struct_sql("sig", sigs, by_name)
         keep = "map_filter(x.img, (k, v) -> map_contains_key(m, k))"
         keep_overlay = "map_filter(x.img, (k, v) -> map_contains_key(m, k) or map_contains_key(coalesce(element_at(old_raw, ri + 1), map()), k))"
-        df = df.selectExpr(
-            "*",
+        return add_typed_images(df, images, also=[
+            f"{columns} as cols",
+            f"{bad_types} as bad_types",
             f"""case when not fast and sig is not null then
                    transform(after_raw, m -> {sql_let(row_img, 'x', f"named_struct('img', {keep}, 'bad', x.bad)")}) end as after_m""",
             f"""case when not fast and sig is not null then
                    (case when old_raw is not null
                          then transform(after_raw, (m, ri) -> {sql_let(image_struct_sql("sig", sigs, overlay), 'x', f"named_struct('img', {keep_overlay}, 'bad', x.bad)")})
                          else transform(before_raw, m -> {sql_let(row_img, 'x', f"named_struct('img', {keep}, 'bad', x.bad)")}) end) end as before_m""",
-        )
-        df = df.selectExpr(
-            "*",
-            """(case when fast then array_distinct(concat(after1_bad, before1_bad))
-                 else array_distinct(flatten(array(
-                     coalesce(flatten(transform(after_m, x -> x.bad)), cast(array() as array<string>)),
-                     coalesce(flatten(transform(before_m, x -> x.bad)), cast(array() as array<string>))))) end) as bad_cols""",
-        )
-        columns = sig_case("sig", sigs, lambda s: columns_literal(s.declared), columns_literal(None))
-        return df.selectExpr("*", f"{columns} as cols", f"{bad_types} as bad_types")
+        ])
 
     def events(self, df: DataFrame, options: DecodeOptions) -> Column:
         columns = "cols"
@@ -239,14 +244,14 @@ class CanalJsonDecoder(JsonDecoder):
                 data | F.expr(f"{sql_in('t', DDL_TYPES)} or t = 'TRUNCATE'"), "j.database", "j.table", "message has no database/table",
                 needs_table="t != 'QUERY' and t not like '%DDL%'",
             ),
-            (data & F.expr("n_rows = 0 or img0 is null"), RejectCode.MISSING_IMAGE.value, "data change without rows in 'data'"),
+            (data & F.expr("n_rows = 0 or coalesce(element_at(after_raw, 1), element_at(before_raw, 1)) is null"), RejectCode.MISSING_IMAGE.value, "data change without rows in 'data'"),
             (
                 data & F.expr("t = 'UPDATE' and old_raw is not null and size(old_raw) != size(after_raw)"),
                 RejectCode.SCHEMA_MISMATCH.value,
                 "'old' and 'data' have different lengths",
             ),
             (F.expr("coalesce(es, ts) is null and t != 'MHEARTBEAT'"), RejectCode.BAD_POSITION.value, "no numeric 'es' or 'ts'"),
-            bad_values(data, "bad_cols", "a value does not match its mysqlType/sqlType"),
+            bad_values(data, _BAD_COLS, "a value does not match its mysqlType/sqlType"),
         ]
 
     def looks_like(self, value: bytes) -> bool:

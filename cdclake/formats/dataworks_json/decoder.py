@@ -80,7 +80,7 @@ from cdclake.formats.facts import Capabilities, OpTable
 from cdclake.formats.dataworks_json.types import Signature
 from cdclake.formats.json_common import JsonDecoder, loads_object
 from cdclake.formats.skeleton import image_missing, persist_stage, table_missing
-from cdclake.formats.typed import add_typed_image, collect_signatures, columns_literal, sig_case
+from cdclake.formats.typed import TypedImage, add_typed_images, collect_signatures, columns_literal, sig_case
 from cdclake.sqltext import sql_in
 
 NAME = "dataworks-json"
@@ -170,16 +170,17 @@ class DataWorksJsonDecoder(JsonDecoder):
         sigs = [Signature(r["sig"], r["lo"]["p0"], r["lo"]["p1"], r["lo"]["p2"]) for r in collect_signatures(df, "sig", SIG_PARTS)]
 
         # ---- typed images: one conversion per column, values read by position ------------------
-        df = df.selectExpr("*", "map_values(after_raw) as vals_a", "map_values(before_raw) as vals_b")
-        df = add_typed_image(df, "sig", [s.after for s in sigs], "after_n", lambda s, i: f"vals_a[{i}]", "vals_a is not null")
-        df = add_typed_image(df, "sig", [s.before for s in sigs], "before_n", lambda s, i: f"vals_b[{i}]", "vals_b is not null")
-
+        # (the values of the raw maps: views, nothing copied)
+        images = [
+            TypedImage("after_n", "sig", [s.after for s in sigs], lambda s, i: f"map_values(after_raw)[{i}]", "after_raw is not null"),
+            TypedImage("before_n", "sig", [s.before for s in sigs], lambda s, i: f"map_values(before_raw)[{i}]", "before_raw is not null"),
+        ]
         # the key and the columns: one literal per signature
         by_id = {s.after.id: s for s in sigs}
         fallback_key = sig_case("sig", [s.after for s in sigs], lambda s: by_id[s.id].fallback_key, "cast(null as array<string>)")
         pk = f"(case when size(pk_given) > 0 then pk_given else {fallback_key} end)"
         columns = sig_case("sig", [s.after for s in sigs], lambda s: by_id[s.id].columns, columns_literal(None))
-        return df.selectExpr("*", f"{pk} as pk", f"{columns} as cols")
+        return add_typed_images(df, images, also=[f"{pk} as pk", f"{columns} as cols"])
 
     def events(self, df: DataFrame, options: DecodeOptions) -> Column:
         pk, columns = "pk", "cols"

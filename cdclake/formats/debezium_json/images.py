@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame
 
 from cdclake.formats.debezium_json import connect, values
 from cdclake.formats.debezium_json.wire import KIND_BARE, KIND_ENV, NULL_STRINGS
-from cdclake.formats.typed import Sig, add_typed_image, columns_literal, sig_case, unfused
+from cdclake.formats.typed import Sig, TypedImage, add_typed_images, columns_literal, sig_case, unfused
 from cdclake.sqltext import sql_str
 
 
@@ -228,12 +228,14 @@ def typed_images(df: DataFrame, plans: list[Plan], forms_sql: str) -> DataFrame:
         "uns_a": (by["a"], lambda p: p.unscaled_array("a")), "uns_b": (by["b"], lambda p: p.unscaled_array("b")),
         "icls": (by["sig"], lambda p: p.class_array()),
     })
+    images = []
     for img, out in (("a", "after_img"), ("b", "before_img")):
         one = by[img].plans
-        df = add_typed_image(
-            df, f"sig_{img}", [p.image_sig(img) for p in one.values()], out,
+        images.append(TypedImage(
+            out, f"sig_{img}", [p.image_sig(img) for p in one.values()],
             lambda s, i, img=img, one=one: one[s.id].raw(img, i), f"{'after' if img == 'a' else 'before'}_m is not null",
-        )
+        ))
+    df = add_typed_images(df, images)
     # an image the kinds parse could not read (nested duplicate keys): as unreadable as before
     kv_bad = sig_case("sig", inferred, lambda p: "((after_m is not null and kv.after is null) or (before_m is not null and kv.before is null))", "false")
     # Columns carried: all, unless the after image holds the placeholder of a value the
