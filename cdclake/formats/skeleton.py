@@ -186,17 +186,22 @@ class batch_scope:
         return False
 
 
-def persist_stage(df: DataFrame) -> DataFrame:
+def persist_stage(df: DataFrame, cut: bool = False) -> DataFrame:
     """Keep a decoder's parse stage so that the signature aggregate and the typed stage read
     the parsed records without parsing them again (see :class:`batch_scope`). In a scope the
     stage is a local checkpoint: its rows are stored as rows, not encoded into the columnar
     cache (canal-json decode of 200k records 2.9 s against 3.5 s persisted, session 48), and
-    its plan is one leaf, so later steps do not analyse the parse again."""
+    its plan is one leaf, so later steps do not analyse the parse again. With ``cut`` (a
+    parse whose plan must not be held by later queries: DTS's ``from_avro``) a stage outside
+    a scope is a local checkpoint too, never released by cdclake (Spark frees its blocks once
+    no frame refers to it), so that a caller may read it later."""
     stack = getattr(_local, "stack", None)
     if stack:
         df = frames.keep(df)
         stack[-1].append(df)
         return df
+    if cut:
+        return df.localCheckpoint(eager=False, storageLevel=StorageLevel.MEMORY_AND_DISK)
     df = df.persist(StorageLevel.MEMORY_AND_DISK)
     _unscoped.append(df)
     while len(_unscoped) > _UNSCOPED_KEEP:

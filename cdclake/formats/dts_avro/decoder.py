@@ -92,7 +92,7 @@ from cdclake.formats.base import DecodeOptions, position_sql
 from cdclake.formats.facts import Capabilities, OpTable
 from cdclake.formats.dts_avro.values import columns_sql, legacy_charsets_enabled, zone_ids
 from cdclake.formats.dts_avro.schema import OPERATIONS, RECORD_SCHEMA, RECORD_SCHEMA_JSON
-from cdclake.formats.skeleton import Check, StagedDecoder, image_missing, table_missing
+from cdclake.formats.skeleton import Check, StagedDecoder, image_missing, persist_stage, table_missing
 from cdclake.sqltext import sql_in
 
 #: the DTS ``Record`` schema as fastavro reads it (``looks_like``)
@@ -127,7 +127,9 @@ class DtsAvroDecoder(StagedDecoder):
         # the expression) whenever a plan holding it is canonicalized, and the batch's tables
         # are planned in concurrent threads: two threads at once fail with DUPLICATED_MAP_KEY
         # "mode" (seen once in CI, tests/formats/dts_avro/test_roundtrip.py::test_ingest_scrambled).
-        df = raw.withColumn("r", from_avro(F.col("value"), RECORD_SCHEMA_JSON, {"mode": "PERMISSIVE"})).localCheckpoint(eager=False)
+        # In a batch it is released at the batch's end (it was held until the JVM's garbage
+        # collector freed it, and stored as objects: a 1M-record decode peaked at 6 GB).
+        df = persist_stage(raw.withColumn("r", from_avro(F.col("value"), RECORD_SCHEMA_JSON, {"mode": "PERMISSIVE"})), cut=True)
         return df.withColumn("is_tombstone", F.col("value").isNull())
 
     def derive(self, df: DataFrame, options: DecodeOptions) -> DataFrame:
