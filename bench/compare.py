@@ -15,7 +15,8 @@ in the whole-process rows.
 Rows, for each N (ids for ``--only``, comma-separated fnmatch patterns):
 
   decode:<fmt>    cdclake decode only (read_files + decode + explode, noop sink, in a batch scope
-                  as the pipeline runs it)
+                  as the pipeline runs it; --repeat N runs it and the floors N times in one JVM:
+                  the seconds are the first, cold run's, the note the warm median of the others)
   floor:<fmt>     the decode floor of a format other than canal-json: Spark's own parse of the
                   same file (read_files, then one from_json of the decoder's wire schema, or
                   from_avro of the DTS datums; every field, noop sink)
@@ -273,6 +274,38 @@ def _floor(spark, fmt: str, path: str):
     return raw.select(F.from_json(F.col("value").cast("string"), dec.wire_schema).alias("j")).select("j.*")
 
 
+#: rows that parse a file once and write to the noop sink (``--repeat`` runs them again)
+PARSE_KINDS = ("decode", "floor", "from_json", "parse_json")
+
+
+def _parse_row(spark, kind: str, fmt: str | None, path: str) -> None:
+    """One run of a parse-only row (:data:`PARSE_KINDS`) over ``path``, noop sink."""
+    from pyspark.sql import functions as F
+
+    from cdclake import formats
+    from cdclake.formats.base import DecodeOptions
+    from cdclake.formats.skeleton import batch_scope
+
+    if kind == "decode":
+        dec = formats.get(fmt)
+        raw = dec.read_files(spark, [path])
+        with batch_scope():  # as the pipeline decodes a batch
+            decoded = dec.decode(raw, DecodeOptions(primary_keys=W.PRIMARY_KEYS.get(fmt, {})))
+            decoded.select(F.explode("events").alias("e")).select("e.*").write.format("noop").mode("overwrite").save()
+    elif kind == "floor":
+        _floor(spark, fmt, path).write.format("noop").mode("overwrite").save()
+    elif kind == "from_json":
+        m = F.col("m")
+        (spark.read.text(path).select(F.from_json("value", FROM_JSON_SCHEMA).alias("m"))
+         .select(*[m[c].alias(c) for c in ("database", "table", "type", "es", "id", "ts", "isDdl", "gtid",
+                                           "pkNames", "mysqlType", "sqlType", "old")],
+                 F.posexplode(m["data"]).alias("row", "data"))
+         .write.format("noop").mode("overwrite").save())
+    else:  # parse_json
+        spark.read.text(path).createOrReplaceTempView("bench_canal_text")
+        spark.sql(PARSE_JSON_SQL).write.format("noop").mode("overwrite").save()
+
+
 def worker(spec: dict) -> dict:
     """Run one measurement (``spec["kind"]``) and return its result."""
     kind = spec["kind"]
@@ -289,11 +322,6 @@ def worker(spec: dict) -> dict:
             raise RuntimeError(f"exit {proc.returncode}: {(proc.stderr or proc.stdout)[-1500:]}")
         return {"seconds": seconds, "rss": peak, "note": "exit 0"}
 
-    from pyspark.sql import functions as F
-
-    from cdclake import formats
-    from cdclake.formats.base import DecodeOptions
-    from cdclake.formats.skeleton import batch_scope
     from cdclake.spark import get_spark
 
     spark = get_spark(master=spec.get("master"))
@@ -394,29 +422,24 @@ def worker(spec: dict) -> dict:
                 "note": f"per batch: first {times[0]:.1f} s, min {min(times):.1f}, max {max(times):.1f} {note}".strip()}
 
     fmt, path = spec.get("format"), spec.get("input")
+    if kind in PARSE_KINDS:
+        sampler.reset()
+        times = []
+        for _ in range(max(1, spec.get("repeat", 1))):
+            t = time.perf_counter()
+            _parse_row(spark, kind, fmt, path)
+            times.append(time.perf_counter() - t)
+        peak = sampler.stop()
+        res = {"seconds": times[0], "rss": peak, "note": note, "times": times}
+        if len(times) > 1:
+            res["warm"] = statistics.median(times[1:])
+            res["note"] = f"then {res['warm']:.1f} s (median of {len(times) - 1} more in the same JVM)"
+        return res
     sampler.reset()
     t = time.perf_counter()
-    if kind == "decode":
-        dec = formats.get(fmt)
-        raw = dec.read_files(spark, [path])
-        with batch_scope():  # as the pipeline decodes a batch
-            decoded = dec.decode(raw, DecodeOptions(primary_keys=W.PRIMARY_KEYS.get(fmt, {})))
-            decoded.select(F.explode("events").alias("e")).select("e.*").write.format("noop").mode("overwrite").save()
-    elif kind == "floor":
-        _floor(spark, fmt, path).write.format("noop").mode("overwrite").save()
-    elif kind in ("ingest", "incr-cdclake"):
+    if kind in ("ingest", "incr-cdclake"):
         s = _ingest(spark, fmt, [path], spec["target"])
         note = _summary_note(s)
-    elif kind == "from_json":
-        m = F.col("m")
-        (spark.read.text(path).select(F.from_json("value", FROM_JSON_SCHEMA).alias("m"))
-         .select(*[m[c].alias(c) for c in ("database", "table", "type", "es", "id", "ts", "isDdl", "gtid",
-                                           "pkNames", "mysqlType", "sqlType", "old")],
-                 F.posexplode(m["data"]).alias("row", "data"))
-         .write.format("noop").mode("overwrite").save())
-    elif kind == "parse_json":
-        spark.read.text(path).createOrReplaceTempView("bench_canal_text")
-        spark.sql(PARSE_JSON_SQL).write.format("noop").mode("overwrite").save()
     elif kind in ("docs", "incr-docs"):
         import docs_merge
 
@@ -556,6 +579,8 @@ def command_line(args) -> str:
         parts += ["--only", args.only]
     if args.row_timeout:
         parts += ["--row-timeout", str(args.row_timeout)]
+    if args.repeat != 1:
+        parts += ["--repeat", str(args.repeat)]
     return " ".join(shlex.quote(p) for p in parts)
 
 
@@ -572,6 +597,9 @@ def main() -> None:
     ap.add_argument("--only", default="", help="row ids to run, comma-separated fnmatch patterns (e.g. 'decode:*,from_json')")
     ap.add_argument("--master", default=None, help="Spark master for every session (default: get_spark's, local[*])")
     ap.add_argument("--row-timeout", type=int, default=0, help="kill a measurement after this many seconds (0: never)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="runs of each parse-only row (decode, floor, from_json, parse_json) in its JVM: the row's "
+                         "seconds are the first (cold) run's, the note and the warm ratios the median of the others")
     ap.add_argument("--quick", action="store_true", help="smoke test: N=20000, K=4000, 5 warm batches of 500")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -702,12 +730,12 @@ def main() -> None:
         spec: dict = {}
         err = None
         if kind in ("decode", "floor"):
-            spec = {"kind": kind, "format": arg, "input": inp(arg, 0, n, key_of[n])}
+            spec = {"kind": kind, "format": arg, "input": inp(arg, 0, n, key_of[n]), "repeat": args.repeat}
         elif kind == "ingest":
             spec = {"kind": "ingest", "format": arg, "input": inp(arg, 0, n, key_of[n]),
                     "target": str(RUN / f"n{n}" / f"ingest-{arg}")}
         elif kind in ("from_json", "parse_json"):
-            spec = {"kind": kind, "input": inp("canal-json", 0, n, key_of[n])}
+            spec = {"kind": kind, "input": inp("canal-json", 0, n, key_of[n]), "repeat": args.repeat}
         elif kind == "docs":
             spec = {"kind": "docs", "input": inp("canal-json", 0, n, key_of[n]), "target": str(RUN / f"n{n}" / "docs")}
         elif kind == "incr":
@@ -831,11 +859,17 @@ def main() -> None:
         ratio_lines.append(f"{what}{note}: {a:.2f} s / {b:.2f} s = {r:.2f}x (target <= {target}x: "
                            f"{'met' if r <= target else 'NOT met'})")
 
+    def warm(rid, n):
+        r = results.get((rid, n))
+        return r.get("warm") if r and "error" not in r else None
+
     for n in args.event_list:
         ratio("decode", secs("decode:canal-json", n), secs("from_json", n), f", N={n}")
+        ratio("decode", warm("decode:canal-json", n), warm("from_json", n), f", N={n}, warm (same JVM)")
         for f in args.format_list:
             if f"decode@{f}" in TARGETS:
                 ratio(f"decode@{f}", secs(f"decode:{f}", n), secs(f"floor:{f}", n), f", N={n}")
+                ratio(f"decode@{f}", warm(f"decode:{f}", n), warm(f"floor:{f}", n), f", N={n}, warm (same JVM)")
         ratio("ingest", secs("ingest:canal-json", n), secs("docs", n), f", N={n}" + ("" if n == 1_000_000 else " (the target is for 1M)"))
     for f in SIDE_FORMATS:
         at = "" if f == "canal-json" else f"@{f}"
