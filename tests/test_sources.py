@@ -50,3 +50,14 @@ def test_lines_are_numbered_alike_in_one_split_and_in_many(spark, tmp_path):
         for k, v in old.items():
             spark.conf.set(k, v)
 
+
+
+def test_a_line_that_is_not_utf8_keeps_its_own_bytes(spark, tmp_path):
+    """A JSON-lines record's value is the line's bytes as written, as a Kafka record's is: a line
+    that is not UTF-8 reaches the rejects unchanged (it read as U+FFFD text before)."""
+    bad = b'{"data": [\xff\xfe\x80'
+    good = '{"n": 1, "s": "caf\u00e9"}'.encode("utf-8")
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(good + b"\n" + bad + b"\n")
+    rows = sorted(read_lines(spark, [str(path)]).collect(), key=lambda r: r.source_record.line)
+    assert [(r.source_record.line, bytes(r.value)) for r in rows] == [(1, good), (2, bad)]

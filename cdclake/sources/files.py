@@ -9,8 +9,9 @@ inside its split plus the number of lines in the earlier splits of the same file
 by Spark (``_metadata.file_block_start``; see :func:`number_records`), never by reading a file
 on the driver.
 
-Note: Spark's text reader decodes lines as UTF-8; bytes that are not UTF-8 arrive as U+FFFD,
-so the raw bytes kept for such a reject are the replaced text, not the original bytes.
+A record's value is the line's own bytes (Spark's text reader does not decode them): a line
+that is not UTF-8 keeps its bytes in the rejects, as a Kafka record does; where a decoder reads
+it as text, bytes that are not UTF-8 read as U+FFFD.
 """
 
 from __future__ import annotations
@@ -58,10 +59,10 @@ def read_lines(spark: SparkSession, paths: list[str]) -> DataFrame:
     blank = (F.octet_length(value) == 0) | ((F.ascii(value) <= 32) & (F.trim(value) == ""))
     if len(files) == 1 and Path(files[0]).stat().st_size <= one_split_bytes(spark):
         return _raw(text.select(
-            F.encode(value, "UTF-8").alias("value"), (~blank).alias("keep"),
+            value.cast("binary").alias("value"), (~blank).alias("keep"),
             F.col("_metadata.file_path").alias("file"), (F.monotonically_increasing_id() + 1).alias("line"),
         ))
-    return number_records(text, F.encode(value, "UTF-8"), keep=~blank)
+    return number_records(text, value.cast("binary"), keep=~blank)
 
 
 def one_split_bytes(spark: SparkSession) -> int:

@@ -126,7 +126,7 @@ class CanalJsonDecoder(JsonDecoder):
         # (several rows, rows with different columns) read each row's values by name.
         df = df.selectExpr(
             "*",
-            """coalesce(n_rows = 1 and coalesce(size(old_raw), 0) <= 1 and size(array_except(map_keys(old0), map_keys(img0))) = 0
+            """coalesce(n_rows = 1 and coalesce(size(old_raw), 0) <= 1 and (old_raw is null or size(array_except(map_keys(old0), map_keys(img0))) = 0)
                 and (after_raw is null or before_raw is null or map_keys(element_at(after_raw, 1)) = map_keys(element_at(before_raw, 1))), false) as fast""",
         )
         df = df.selectExpr(
