@@ -31,7 +31,8 @@ from cdclake.sqltext import quote_ident, sql_str
 DEFAULT_METASTORE = "_cdclake/metastore"
 
 _DONE: set[tuple[str, str, str]] = set()
-_CONNECTED: list[bool] = []
+#: set once this process has reached the metastore (:func:`connect`)
+_CONNECTED = threading.Event()
 _LOCK = threading.Lock()
 
 
@@ -65,9 +66,9 @@ def connect(spark: SparkSession) -> None:
     """Reach the session's catalog once per process (``SHOW DATABASES``), before a batch
     writes: a metastore that cannot be opened (another process holds the embedded Derby
     database) stops the run before it writes, not after."""
-    if not _CONNECTED:
+    if not _CONNECTED.is_set():
         spark.sql("SHOW DATABASES").collect()
-        _CONNECTED.append(True)
+        _CONNECTED.set()
 
 
 def _location(spark: SparkSession, name: str) -> str | None:
