@@ -197,7 +197,9 @@ class TypedImage:
     sig_col: the column naming the record's signature (one of ``sigs``' ids).
     sigs: the signatures of the batch.
     raw_value: ``raw_value(sig, i)``, the SQL of the raw text of column ``sig.names[i]``
-        (e.g. ``vals[i]`` over the raw image's value array); read twice, so a cheap expression.
+        (e.g. ``vals[i]`` over the raw image's value array); written out wherever a conversion
+        template reads ``{0}`` and again in the bad check, so it should be cheap (Debezium's,
+        with its unquoting and zero dates, is the largest: its expressions grow with it).
     present: the SQL condition that the image exists.
     """
 

@@ -1,7 +1,7 @@
 """Files of exported messages as raw records.
 
 ``read_lines(spark, paths)`` reads text files with one message per line (JSON formats) into
-:data:`cdclake.model.RAW_SCHEMA`: ``value`` is the line's UTF-8 bytes, ``key`` is null,
+:data:`cdclake.model.RAW_SCHEMA`: ``value`` is the line's bytes as written, ``key`` is null,
 ``source_record`` has ``file`` (absolute URI as Spark reports it) and ``line`` (1-based line
 number in that file). Blank lines (only whitespace) are not records and are dropped; line
 numbers still count them. Files may be split across tasks: each line's number is its row index
