@@ -71,8 +71,9 @@ _BAD_COLS = """(case when fast then array_distinct(concat(after1_bad, before1_ba
                      coalesce(flatten(transform(after_m, x -> x.bad)), cast(array() as array<string>)),
                      coalesce(flatten(transform(before_m, x -> x.bad)), cast(array() as array<string>))))) end)"""
 
-#: SQL over the parse stage: a one-row message's first row's values (after, before) and its
-#: ``old`` row (empty when none)
+#: SQL over the parse stage: a message's first row (its after image, else its before image), a
+#: one-row message's first row's values (after, before) and its ``old`` row (empty when none)
+_IMG0 = "coalesce(element_at(after_raw, 1), element_at(before_raw, 1))"
 _VALS_A = "map_values(element_at(after_raw, 1))"
 _VALS_B = "map_values(element_at(before_raw, 1))"
 _OLD0 = "coalesce(element_at(old_raw, 1), cast(map() as map<string,string>))"
@@ -118,8 +119,8 @@ class CanalJsonDecoder(JsonDecoder):
         df = df.selectExpr(
             "*",
             "greatest(coalesce(size(after_raw), 0), coalesce(size(before_raw), 0)) as n_rows",
-            "coalesce(element_at(after_raw, 1), element_at(before_raw, 1)) as img0",
-            "coalesce(element_at(old_raw, 1), cast(map() as map<string,string>)) as old0",
+            f"{_IMG0} as img0",
+            f"{_OLD0} as old0",
         )
         # The common message: one row, whose before and after images have the same columns in
         # the same order (and 'old' no others): its values are read by position. Other messages
@@ -244,7 +245,7 @@ class CanalJsonDecoder(JsonDecoder):
                 data | F.expr(f"{sql_in('t', DDL_TYPES)} or t = 'TRUNCATE'"), "j.database", "j.table", "message has no database/table",
                 needs_table="t != 'QUERY' and t not like '%DDL%'",
             ),
-            (data & F.expr("n_rows = 0 or coalesce(element_at(after_raw, 1), element_at(before_raw, 1)) is null"), RejectCode.MISSING_IMAGE.value, "data change without rows in 'data'"),
+            (data & F.expr(f"n_rows = 0 or {_IMG0} is null"), RejectCode.MISSING_IMAGE.value, "data change without rows in 'data'"),
             (
                 data & F.expr("t = 'UPDATE' and old_raw is not null and size(old_raw) != size(after_raw)"),
                 RejectCode.SCHEMA_MISMATCH.value,
