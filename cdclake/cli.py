@@ -309,7 +309,8 @@ def _ingest(args) -> int:
 
 def step_line(step) -> str:
     """The counters of a :class:`cdclake.pipeline.Step` as a display shows them: ``files 3 ·
-    records 8 (0 rejected) · events 11 · what it does now``."""
+    records 8 (0 rejected) · events 11 · 1 table(s) failed · what it does now`` (the failed
+    tables only when there are any)."""
     parts = []
     if step.files is not None:
         parts.append(f"files {step.files}")
@@ -317,13 +318,15 @@ def step_line(step) -> str:
         parts.append(f"records {step.records} ({step.rejected or 0} rejected)")
     if step.events is not None:
         parts.append(f"events {step.events}")
+    if step.tables_failed:
+        parts.append(f"{step.tables_failed} table(s) failed")
     parts.append(step.text)
     return " · ".join(parts)
 
 
 class ingest_progress:  # noqa: N801 (a context manager used as a function)
     """A rich progress display of a file ingest on ``console``: a line of counters
-    (:func:`step_line`), a bar of the tables applied once their number is known, the time
+    (:func:`step_line`), a bar of the tables done (applied or failed) once their number is known, the time
     elapsed. ``with ingest_progress(console) as on_step:`` gives the ``on_step`` callable for
     :func:`cdclake.pipeline.ingest`."""
 
@@ -344,7 +347,7 @@ class ingest_progress:  # noqa: N801 (a context manager used as a function)
     def update(self, step) -> None:
         """Show ``step`` (a :class:`cdclake.pipeline.Step`)."""
         self.progress.update(self.task, description=_shown(step_line(step)).plain, total=step.tables,
-                             completed=step.tables_applied)
+                             completed=step.tables_applied + step.tables_failed)
 
 
 def _ingest_kafka(args, pks: dict[str, list[str]], routing) -> int:

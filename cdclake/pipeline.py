@@ -113,7 +113,8 @@ class Step:
     """Where an ingest is, for a progress display (``on_step`` of :func:`ingest` and
     :func:`ingest_batch`): ``text`` (what it does now), ``files`` (the files of a file ingest),
     ``records``/``events``/``rejected`` (known once the batch is planned; None before),
-    ``tables`` (the tables to apply; None before) and ``tables_applied`` (of them, written)."""
+    ``tables`` (the tables to apply; None before), ``tables_applied`` (of them, written) and
+    ``tables_failed`` (of them, not applied: their events go to the rejects table)."""
 
     text: str
     files: int | None = None
@@ -122,18 +123,21 @@ class Step:
     rejected: int | None = None
     tables: int | None = None
     tables_applied: int = 0
+    tables_failed: int = 0
 
 
 def tables_counter(on_step, counts: dict):
-    """A callable ``(table name) -> None`` that counts the tables applied (from any thread)
-    and calls ``on_step`` with a :class:`Step` of ``counts`` and that count."""
+    """A callable ``(table name, failed) -> None`` that counts the tables applied and failed
+    (from any thread) and calls ``on_step`` with a :class:`Step` of ``counts`` and those
+    counts."""
     lock = threading.Lock()
-    applied: list[str] = []
+    done = {False: 0, True: 0}
 
-    def on_table(name: str) -> None:
+    def on_table(name: str, failed: bool = False) -> None:
         with lock:  # (the display's count never goes back)
-            applied.append(name)
-            on_step(Step(f"applied {name}", tables_applied=len(applied), **counts))
+            done[failed] += 1
+            on_step(Step(f"{'could not apply' if failed else 'applied'} {name}", tables_applied=done[False],
+                         tables_failed=done[True], **counts))
 
     return on_table
 

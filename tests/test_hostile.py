@@ -23,6 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cdclake import targets
+from cdclake.cli import step_line
 from cdclake.apply import audit
 from cdclake.apply.plan import BatchPlan, SourceProgress
 from cdclake.errors import RejectCode
@@ -110,7 +111,8 @@ def test_hostile_names_end_to_end(spark, tmp_path):
     first.write_text("".join(line + "\n" for line in lines))
 
     limits = Limits(max_record_bytes=4096, max_columns=len(COLUMNS))
-    s1 = ingest(spark, IngestConfig("canal-json", [str(first)], str(target), limits=limits))
+    steps = []
+    s1 = ingest(spark, IngestConfig("canal-json", [str(first)], str(target), limits=limits), on_step=steps.append)
     assert (s1.records_in, s1.decoded, s1.rejected) == (len(names) + 3, len(names) + 1, 2)
     assert s1.reject_codes == {RejectCode.MISSING_TABLE.value: 1, RejectCode.RECORD_TOO_LARGE.value: 1}
     failed = {r.table: r for r in s1.tables if r.failed}
@@ -119,6 +121,11 @@ def test_hostile_names_end_to_end(spark, tmp_path):
     assert "DELTA_CANNOT_CREATE_LOG_PATH" in failed["db.blocked"].failed or "not a directory" in failed["db.blocked"].failed.lower()
     assert failed["db.wide"].failed.startswith("TOO_MANY_COLUMNS: 13 columns")
     assert sorted(r.table for r in s1.tables if not r.failed) == sorted(n for n in qualified if n != "db.blocked")
+    # the progress display counts every table once: the failed ones as failed, not applied
+    done = [s for s in steps if s.text.startswith(("applied ", "could not apply "))]
+    assert sorted(s.text for s in done if s.text.startswith("could not")) == ["could not apply db.blocked", "could not apply db.wide"]
+    assert (len(done), done[-1].tables_applied, done[-1].tables_failed) == (len(s1.tables), len(s1.tables) - 2, 2)
+    assert done[-1].tables == len(s1.tables) and "· 2 table(s) failed ·" in step_line(done[-1])
 
     # nothing was written outside the target; every table is one folder directly in it
     outside = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if target not in p.parents and p != target)

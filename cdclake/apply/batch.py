@@ -60,15 +60,17 @@ def _write(spark: SparkSession, events: DataFrame, prep, deletes_path: str, dele
     """One table's write (:func:`write_table`, guarded: a :class:`TableFailed` for a table that
     cannot be applied) with its version, telling ``deletes`` what it remembers as soon as its
     strategy knows (every strategy that remembers anything says so before its MERGE), and
-    nothing when the write ends without having said it; then ``on_table(name)``."""
+    nothing when the write ends without having said it; then ``on_table(name, failed)``."""
     name = prep.plan.name
+    result = None
     try:
-        return guarded(name, lambda: versioned(spark, write_table(spark, events, prep, deletes_path,
-                                                                   lambda rows: deletes.add(name, rows)), prep.path))
+        result = guarded(name, lambda: versioned(spark, write_table(spark, events, prep, deletes_path,
+                                                                     lambda rows: deletes.add(name, rows)), prep.path))
+        return result
     finally:
         deletes.add(name, None)
         if on_table is not None:
-            on_table(name)
+            on_table(name, not isinstance(result, TableApply))
 
 
 def write_table_failures(events: DataFrame, failures: list[tuple], fmt: str, target: str, txn: audit.Txn | None) -> None:
@@ -136,8 +138,10 @@ def apply_batch(
     :func:`cdclake.apply.audit.check_layout` (:func:`cdclake.pipeline.ingest_batch`); None: the
     layout is checked and the progress read here. ``routing``: how new tables are laid out
     (:meth:`cdclake.routing.Routing.layout`: ``--partition-by``, ``--table-property``); the
-    events of tables it leaves out are the caller's to drop. ``on_table``: called with a
-    table's name as its write ends (a progress display), from the thread that wrote it.
+    events of tables it leaves out are the caller's to drop. ``on_table``: called as
+    ``on_table(name, failed)`` as a table's write ends, from the thread that wrote it, or as
+    the table is refused or fails its preparation (``failed`` true: :class:`TableFailed`), so
+    that a progress display counts every table of the batch once.
     The batch's table renames (:attr:`BatchPlan.renames`) are applied after its tables
     (:func:`cdclake.apply.renames.apply_renames`); their results follow the tables'. Events of
     a renamed table's old name after the rename (a table created again under it) are applied
@@ -309,6 +313,8 @@ def _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tas
             )
             failed = refused + [x for x in prepared if isinstance(x, TableFailed)]
             ready = [prep for prep in prepared if not isinstance(prep, TableFailed)]
+            for f in failed if on_table is not None else ():
+                on_table(f.table, True)
             # the deletes append begins once every table knows what it remembers (before its
             # MERGE) and runs beside the MERGEs
             deletes = audit.DeletesAppend(target, txn, {prep.plan.name for prep in ready})
