@@ -20,9 +20,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pyspark import StorageLevel
+from pyspark.sql import functions as F
+
 from cdclake import formats
 from cdclake.formats.base import DecodeOptions, explode_events
 from cdclake.formats.encoding import Encoded, Encoder, known_types
+from cdclake.normalize import pair_update_halves
+from cdclake.pipeline import detect_format
+from cdclake.simulate import Workload
+from cdclake.sources.files import resolve_inputs
 
 #: file name suffix per encoder file kind
 SUFFIX = {"lines": ".jsonl", "avro": ".avro", "parquet": ".parquet"}
@@ -72,13 +79,6 @@ def convert(
     Raises:
         CdclakeError: UNKNOWN_FORMAT, INPUT_NOT_FOUND, FORMAT_NOT_DETECTED.
     """
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-
-    from cdclake.normalize import pair_update_halves
-    from cdclake.pipeline import detect_format
-    from cdclake.sources.files import resolve_inputs
-
     encoder = formats.get_encoder(target_format)
     files = resolve_inputs(inputs)
     decoder = formats.get(source_format) if source_format != "auto" else detect_format(files)
@@ -148,8 +148,6 @@ def simulate(fmt: str, output: str, *, events: int, tables: int, seed: int) -> S
     Raises:
         CdclakeError(UNKNOWN_FORMAT): no such format.
     """
-    from cdclake.simulate import Workload
-
     encoder = formats.get_encoder(fmt)
     result = Workload(seed, tables=tables, events=events).generate()
     encoded = encoder.encode(result.events)

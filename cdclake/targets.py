@@ -311,8 +311,6 @@ class WriterLock:
             return None
 
     def _acquire(self) -> None:
-        from cdclake.errors import CdclakeError
-
         self._me = self._record()
         for _ in range(3):
             if self.files.create_new(LOCK_FILE, json.dumps(self._me)):

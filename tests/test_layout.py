@@ -1,7 +1,8 @@
 """The layout rules of the code (issue 51), checked by reading the source with ``ast``: no Spark.
 
 * ``cdclake.apply`` imports downward only: its modules' imports form no cycle, and no import of
-  a cdclake module hides inside a function (the way a cycle used to be dodged);
+  a cdclake module hides inside a function (the way a cycle used to be dodged), nor anywhere
+  outside the CLI;
 * the decoders (``cdclake.formats``) never import the appliers, the pipeline or the CLI, and the
   appliers never import the pipeline, the streams or the CLI;
 * no module uses another module's private name (``from m import _x``, ``m._x``);
@@ -93,6 +94,21 @@ def test_the_appliers_import_downward_only():
         if n not in state:
             visit(n, [n])
     assert not cycles, "import cycles in cdclake.apply:\n" + "\n".join(cycles)
+
+
+def test_no_cdclake_import_hides_in_a_function():
+    """Outside the CLI (whose commands import what they run, so that ``cdclake --help`` starts
+    fast), every import of a cdclake module is at the top of its module."""
+    inner = []
+    for n, tree in _modules().items():
+        if n == "cdclake.cli":
+            continue
+        for fn in _functions(tree):
+            for stmt in ast.walk(fn):
+                if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                    mods = [a.name for a in stmt.names] if isinstance(stmt, ast.Import) else [stmt.module or ""]
+                    inner += [f"{n}:{stmt.lineno} imports {m} inside {fn.name}()" for m in mods if m.startswith("cdclake") or getattr(stmt, "level", 0)]
+    assert not inner, "\n".join(inner)
 
 
 def test_packages_import_downward_only():

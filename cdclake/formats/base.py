@@ -22,6 +22,7 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 from cdclake.model import DECODED_SCHEMA, EVENT_SCHEMA
 from cdclake.formats.facts import Capabilities
 from cdclake.routing import glob_case_sql, is_glob
+from cdclake.sources.files import read_lines
 from cdclake.sqltext import sql_str
 
 
@@ -119,8 +120,6 @@ class Decoder(ABC):
     def read_files(self, spark, paths: list[str]) -> DataFrame:
         """Raw records (RAW_SCHEMA) from files of this format. Default: one message per line
         (:func:`cdclake.sources.files.read_lines`); formats with binary files override it."""
-        from cdclake.sources.files import read_lines
-
         return read_lines(spark, paths)
 
     def detect_score(self, sample: list[bytes]) -> float:

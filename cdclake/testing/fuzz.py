@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import random
 
+from pyspark.sql import functions as F
+
 from cdclake import formats
+from cdclake.formats.base import DecodeOptions
+from cdclake.model import RAW_SCHEMA
+from cdclake.simulate import Workload
 from cdclake.testing.mutate import mutate, special_values
 
 
 def valid_values(fmt: str, seed: int = 7, events: int = 40) -> list[bytes]:
     """Valid record values of format ``fmt``: its encoder over a seeded simulated workload
     (:class:`cdclake.simulate.Workload`, two tables); Kafka tombstones left out."""
-    from cdclake.simulate import Workload
-
     encoded = formats.get_encoder(fmt).encode(Workload(seed, tables=2, events=events).generate().events)
     return [v for _, v in encoded.records if v is not None]
 
@@ -44,11 +47,6 @@ def decode_mutated(spark, inputs: dict[str, list[bytes]], keep: list[tuple[str, 
     Returns ``(counts, kept)``: ``counts[fmt][error_code or None]`` = records; ``kept[(fmt,
     value)]`` = the decoded rows (DECODED_SCHEMA) of the values named in ``keep``.
     """
-    from pyspark.sql import functions as F
-
-    from cdclake.formats.base import DecodeOptions
-    from cdclake.model import RAW_SCHEMA
-
     def decoded(values_by_fmt):
         frames = []
         for fmt, values in values_by_fmt.items():

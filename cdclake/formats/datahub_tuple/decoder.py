@@ -72,6 +72,7 @@ from pyspark.sql import functions as F
 from cdclake.errors import RejectCode
 from cdclake.formats.base import DecodeOptions, configured_key_sql, position_sql
 from cdclake.formats.facts import Capabilities, OpTable
+from cdclake.formats.datahub_tuple.files import read_records
 from cdclake.formats.json_common import JsonDecoder, loads_object
 from cdclake.values import normalize_image_sql
 from cdclake.sqltext import sql_str
@@ -132,8 +133,6 @@ class DatahubTupleDecoder(JsonDecoder):
 
     def read_files(self, spark, paths: list[str]) -> DataFrame:
         """Raw records (RAW_SCHEMA) from JSON-lines files and Parquet files of TUPLE records."""
-        from cdclake.formats.datahub_tuple.files import read_records
-
         return read_records(spark, paths)
 
     def derive(self, df: DataFrame, options: DecodeOptions) -> DataFrame:

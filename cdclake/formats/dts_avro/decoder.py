@@ -90,6 +90,7 @@ from pyspark.sql.avro.functions import from_avro
 from cdclake.errors import RejectCode
 from cdclake.formats.base import DecodeOptions, position_sql
 from cdclake.formats.facts import Capabilities, OpTable
+from cdclake.formats.dts_avro.files import read_avro_records
 from cdclake.formats.dts_avro.values import columns_sql, legacy_charsets_enabled, zone_ids
 from cdclake.formats.dts_avro.schema import OPERATIONS, RECORD_SCHEMA, RECORD_SCHEMA_JSON
 from cdclake.formats.skeleton import Check, StagedDecoder, image_missing, persist_stage, table_missing
@@ -240,8 +241,6 @@ class DtsAvroDecoder(StagedDecoder):
 
     def read_files(self, spark: SparkSession, paths: list[str]) -> DataFrame:
         """Raw records from Avro object container files of ``Record`` (see :mod:`.files`)."""
-        from cdclake.formats.dts_avro.files import read_avro_records
-
         return read_avro_records(spark, paths)
 
     def detect_score(self, sample: list[bytes]) -> float:
