@@ -127,19 +127,31 @@ class Step:
 
 
 def tables_counter(on_step, counts: dict):
-    """A callable ``(table name, failed) -> None`` that counts the tables applied and failed
-    (from any thread) and calls ``on_step`` with a :class:`Step` of ``counts`` and those
-    counts."""
+    """A callable ``(table name, failed) -> None`` that counts the tables applied and failed,
+    each name once (a batch split at a table rename writes the old name in two parts; a failure
+    sticks), from any thread, and calls ``on_step`` with a :class:`Step` of ``counts`` and
+    those counts."""
     lock = threading.Lock()
-    done = {False: 0, True: 0}
+    seen: dict[str, bool] = {}
 
-    def on_table(name: str, failed: bool = False) -> None:
+    def on_table(name: str, failed: bool) -> None:
         with lock:  # (the display's count never goes back)
-            done[failed] += 1
-            on_step(Step(f"{'could not apply' if failed else 'applied'} {name}", tables_applied=done[False],
-                         tables_failed=done[True], **counts))
+            seen[name] = seen.get(name, False) or failed
+            failures = sum(seen.values())
+            on_step(Step(f"{'could not apply' if failed else 'applied'} {name}", tables_applied=len(seen) - failures,
+                         tables_failed=failures, **counts))
 
     return on_table
+
+
+def tables_done(on_step, counts: dict, results: list) -> None:
+    """Tell ``on_step`` the batch's tables are done: ``results`` (its
+    :class:`~cdclake.apply.delta_table.ApplyResult` list) give how many failed, the others of
+    ``counts["tables"]`` were applied (the bar completes whatever the batch's renames did to the count)."""
+    total = counts["tables"]
+    failed = min(len({r.table for r in results if r.failed}), total)
+    on_step(Step(f"applied {total - failed} table(s)" + (f", {failed} failed" if failed else ""),
+                 tables_applied=total - failed, tables_failed=failed, **counts))
 
 
 def decode_options(config, decoder: Decoder) -> DecodeOptions:
@@ -185,8 +197,8 @@ def check_target(target: str, spark: SparkSession | None = None) -> str:
 
 def ingest(spark: SparkSession, config: IngestConfig, on_step=None) -> IngestSummary:
     """Ingest files of messages into Delta tables under ``config.target``. ``on_step``: called
-    with a :class:`Step` as each step of the batch begins and as each table is applied (the
-    CLI shows it on a terminal).
+    with a :class:`Step` as each step of the batch begins, as each table is applied or fails,
+    and when all are done (the CLI shows it on a terminal).
 
     Raises:
         CdclakeError: UNKNOWN_FORMAT, INPUT_NOT_FOUND, TARGET_NOT_WRITABLE, FORMAT_NOT_DETECTED,
@@ -275,8 +287,8 @@ def ingest_batch(
     routing: Routing | None = None,
 ) -> IngestSummary:
     """Decode ``raw`` (RAW_SCHEMA) with ``decoder`` and apply it to the tables under ``target``.
-    ``on_step``: called with a :class:`Step` as the apply step begins and as each table is
-    applied. ``scd_type``,
+    ``on_step``: called with a :class:`Step` as the apply step begins, as each table is
+    applied or fails, and when all are done. ``scd_type``,
     ``tx_timeout_ms``, ``routing``: as :class:`IngestConfig`.
 
     Tables left out by ``routing`` are found in the batch's plan (no Spark job of their own):
@@ -388,14 +400,15 @@ def ingest_batch(
             counts = dict(records=summary.records_in, events=summary.events, rejected=summary.rejected, tables=len(plan.tables))
             on_step(Step(f"applying {summary.events} events of {summary.records_in} records to {len(plan.tables)} table(s)", **counts))
             on_table = tables_counter(on_step, counts)
-        summary.tables.extend(
-            apply_batch(
-                spark, events, target, keys, txn,
-                side_tasks=reject_task if summary.rejected else None, plan=plan, fmt=decoder.name,
-                max_columns=options.limits.max_columns, scd_type=scd_type, hold=hold, progress=progress, routing=routing,
-                on_table=on_table,
-            )
+        results = apply_batch(
+            spark, events, target, keys, txn,
+            side_tasks=reject_task if summary.rejected else None, plan=plan, fmt=decoder.name,
+            max_columns=options.limits.max_columns, scd_type=scd_type, hold=hold, progress=progress, routing=routing,
+            on_table=on_table,
         )
+        summary.tables.extend(results)
+        if on_step:
+            tables_done(on_step, counts, results)
         if routing.catalog_database is not None:
             catalog.register(spark, routing, target, [r.table for r in summary.tables if not r.failed], plan.renames)
     finally:

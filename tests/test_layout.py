@@ -1,8 +1,8 @@
 """The layout rules of the code (issue 51), checked by reading the source with ``ast``: no Spark.
 
-* ``cdclake.apply`` imports downward only: its modules' imports form no cycle, and no import of
-  a cdclake module hides inside a function (the way a cycle used to be dodged), nor anywhere
-  outside the CLI;
+* ``cdclake.apply`` imports downward only: its modules' imports form no cycle;
+* no import of a cdclake module hides inside a function (the way a cycle used to be dodged),
+  outside the CLI (whose commands import what they run);
 * the decoders (``cdclake.formats``) never import the appliers, the pipeline or the CLI, and the
   appliers never import the pipeline, the streams or the CLI;
 * no module uses another module's private name (``from m import _x``, ``m._x``);

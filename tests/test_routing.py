@@ -158,7 +158,7 @@ def test_a_filtered_renamed_partitioned_database_through_files(spark, tmp_path):
 
     target = tmp_path / "lake"
     routing = Routing.of(include=[r"shop\..*"], exclude=[r"shop\.audit_log"], naming=Naming("{database}_{table}"),
-                         partition_by={"shop.orders": ["days(created_at)"]},
+                         partition_by={"shop.orders*": ["days(created_at)"]},
                          properties=[("shop.*", "delta.enableChangeDataFeed", "true")])
     keys = {"shop.ord*": ["id", "customer_id"]}  # a glob: the key of every table it matches
     s1 = ingest(spark, IngestConfig("canal-json", [str(SHOP)], str(target), primary_keys=keys, routing=routing))
@@ -191,6 +191,16 @@ def test_a_filtered_renamed_partitioned_database_through_files(spark, tmp_path):
     # delta-rs opens the partitioned, generated-column table and reads the same rows
     rust = RustTable(str(target / "shop_orders")).to_pyarrow_table().to_pylist()
     assert sorted((r["id"], str(r["created_at_day"])) for r in rust) == [(100, "2025-12-01"), (101, "2025-11-29")]
+    # a source rename: the new table is laid out as its name asks (partitioned, the property
+    # set), and the rows move into it
+    rename = tmp_path / "rename.jsonl"
+    rename.write_text(_canal("orders", "RENAME", None, seq=104, ddl="RENAME TABLE orders TO orders_2025") + "\n")
+    ingest(spark, IngestConfig("canal-json", [str(rename)], str(target), primary_keys=keys, routing=routing))
+    moved = spark.read.format("delta").load(str(target / "shop_orders_2025"))
+    assert sorted((r.id, str(r.created_at_day)) for r in moved.collect()) == [(100, "2025-12-01"), (101, "2025-11-29")]
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{target / 'shop_orders_2025'}`").first()
+    assert detail.partitionColumns == ["created_at_day"] and detail.properties.get("delta.enableChangeDataFeed") == "true"
+    assert spark.read.format("delta").load(str(target / "shop_orders")).count() == 0
     # a target keeps the naming it was made with
     with pytest.raises(CdclakeError) as e:
         ingest(spark, IngestConfig("canal-json", [str(SHOP)], str(target), routing=Routing()))

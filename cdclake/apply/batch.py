@@ -356,5 +356,5 @@ def _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tas
     ]
     if plan_all.renames:
         out += apply_renames(spark, target, plan_all, txn, primary_keys, fmt, earlier=progress.rows, apply_events=apply_batch,
-                             reapply=reapply)
+                             reapply=reapply, routing=routing)
     return out

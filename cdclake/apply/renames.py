@@ -125,6 +125,7 @@ from cdclake.apply.transactions import read_held
 from cdclake.apply.types import normalize, widen
 from cdclake.formats import snapshot_position_formats
 from cdclake.model import EVENT_SCHEMA, Kind, Op, qualified_name
+from cdclake.routing import Routing, TableLayout
 from cdclake.sqltext import quote_ident
 from cdclake.values import TS_FORMAT
 
@@ -349,16 +350,17 @@ def _not_applied(spark: SparkSession, target: str, r: TableRename, why: str) -> 
 
 
 def _new_table(spark: SparkSession, target: str, r: TableRename, columns: dict[str, str], history: bool,
-               caps: bool) -> bool | ApplyResult:
+               caps: bool, layout: TableLayout) -> bool | ApplyResult:
     """Step ``r``'s new table: created (empty, ``columns``) when missing, of the old one's kind
-    (a history table when ``history``); an existing one keeps its own kind. Returns whether the
+    (a history table when ``history``), laid out as its new name asks (``layout``:
+    ``--partition-by``, ``--table-property``); an existing one keeps its own kind and layout. Returns whether the
     caps of the old table's ended reads go on there (``caps``, in a history table), or the
     failed :class:`ApplyResult` when the file system or Delta refuses the new table: the old
     one keeps its rows, and the step is tried again with the next delivery."""
     new = r.new_name
     if DeltaTable.isDeltaTable(spark, table_path(target, new)):
         return caps and "_cdc_is_current" in spark.read.format("delta").load(table_path(target, new)).columns
-    made = guarded(new, lambda: create_empty(spark, table_path(target, new), columns, history))
+    made = guarded(new, lambda: create_empty(spark, table_path(target, new), columns, history, layout))
     if isinstance(made, TableFailed):
         _not_applied(spark, target, r, f"table {new} could not be created here: {made.reason}")
         return ApplyResult(new, failed=f"{made.code}: {made.reason}")
@@ -452,6 +454,7 @@ def apply_renames(
     *,
     apply_events: Apply,
     reapply: Reapply,
+    routing: Routing | None = None,
 ) -> list[ApplyResult]:
     """Apply the table renames of a batch (``plan.renames``), after the batch's own tables,
     in order (see the module docstring): the steps not applied before, grouped by
@@ -461,7 +464,7 @@ def apply_renames(
     :func:`written_before_rename`; None: as read now). ``apply_events``: applies canonical
     events as a batch (:func:`cdclake.apply.batch.apply_batch`); ``reapply``: applies events
     read again from the changelog as a re-delivery (:func:`cdclake.apply.batch.reapply`); both
-    handed in by the batch, which this module sits below. Returns the :class:`ApplyResult` of
+    handed in by the batch, which this module sits below; ``routing`` lays new tables out. Returns the :class:`ApplyResult` of
     each apply's tables.
 
     Cost: two applies (each a planning aggregate, a MERGE or write per table, the deletes and
@@ -500,7 +503,8 @@ def apply_renames(
                         columns_at_point(spark, target, r, states, source_column_types(spark, table_path(target, old)), key))
             stay = reads_stay(r, key, primary_keys)
             m, e, columns, history = _step_events(spark, table_path(target, old), r, key, state, at_point, stay)
-            caps = _new_table(spark, target, r, columns, history, history and not key and stay)
+            layout = routing.layout(new) if routing else TableLayout()
+            caps = _new_table(spark, target, r, columns, history, history and not key and stay, layout)
             if isinstance(caps, ApplyResult):  # the new table could not be created: the step waits
                 out.append(caps)
                 continue
