@@ -44,7 +44,7 @@ from cdclake.apply.renames import apply_renames, keys_through_renames, relabel_l
 from cdclake.apply.strategy import write_table
 from cdclake.apply.tasks import TableFailed, guarded, is_history_table, run_all, table_path
 from cdclake.errors import RejectCode
-from cdclake.routing import Routing, TableLayout
+from cdclake.routing import Routing
 
 
 def versioned(spark: SparkSession, applied: TableApply, path: str) -> TableApply:
@@ -68,9 +68,11 @@ def _write(spark: SparkSession, events: DataFrame, prep, deletes_path: str, dele
                                                                      lambda rows: deletes.add(name, rows)), prep.path))
         return result
     finally:
-        deletes.add(name, None)
-        if on_table is not None:
-            on_table(name, not isinstance(result, TableApply))
+        try:
+            deletes.add(name, None)
+        finally:  # the progress display hears of the table even when the deletes append failed
+            if on_table is not None:
+                on_table(name, not isinstance(result, TableApply))
 
 
 def write_table_failures(events: DataFrame, failures: list[tuple], fmt: str, target: str, txn: audit.Txn | None) -> None:
@@ -159,6 +161,7 @@ def apply_batch(
         CdclakeError(CONCURRENT_WRITE): another writer committed to a table first.
         CdclakeError(SCD_TYPE_MISMATCH): ``scd_type`` is not an existing table's.
     """
+    routing = routing or Routing()
     if progress is None:
         audit.check_layout(target, spark)
         progress = audit.read_progress(spark, target)
@@ -180,7 +183,7 @@ def apply_batch(
 
 
 def _apply(spark, batch_events, events, target, primary_keys, txn, side_tasks, plan, fmt, max_columns, scd_type, hold, progress,
-           changelog=True, relabel=None, split=frozenset(), routing=None, on_table=None):
+           changelog=True, relabel=None, split=frozenset(), routing=Routing(), on_table=None):
     """:func:`apply_batch` after the transaction gate: ``events`` are the ones to apply.
     ``relabel``: move events of tables renamed before this batch that are older than the
     rename to the new name (:func:`cdclake.apply.renames.relabel_late`); default
@@ -281,7 +284,7 @@ def _held_state(spark: SparkSession, target: str, hold: transactions.Hold, progr
 
 
 def _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tasks, plan, fmt, max_columns, scd_type, hold,
-                progress, states, changelog, routing=None, on_table=None):
+                progress, states, changelog, routing=Routing(), on_table=None):
     """:func:`_apply` of a batch none of whose renamed tables is written after its rename:
     its tables, then its table renames."""
     follow_past_column_ddl(plan, {n: st.column_ddl for n, st in states.items() if st.column_ddl})
@@ -307,14 +310,15 @@ def _apply_plan(spark, batch_events, events, target, primary_keys, txn, side_tas
             prepared = run_all(
                 [
                     lambda p=p: guarded(p.name, lambda: prepare_table(spark, p, table_path(target, p.name), states.get(p.name, TableState()),
-                                                                      scd_type, routing.layout(p.name) if routing else TableLayout()))
+                                                                      scd_type, routing.layout(p.name)))
                     for p in plan.tables if p.name not in {f.table for f in refused}
                 ]
             )
             failed = refused + [x for x in prepared if isinstance(x, TableFailed)]
             ready = [prep for prep in prepared if not isinstance(prep, TableFailed)]
-            for f in failed if on_table is not None else ():
-                on_table(f.table, True)
+            if on_table is not None:
+                for f in failed:
+                    on_table(f.table, True)
             # the deletes append begins once every table knows what it remembers (before its
             # MERGE) and runs beside the MERGEs
             deletes = audit.DeletesAppend(target, txn, {prep.plan.name for prep in ready})

@@ -473,6 +473,7 @@ def apply_renames(
     rename (:func:`_apply_again`).
 
     Raises what :func:`cdclake.apply.batch.apply_batch` raises."""
+    routing = routing or Routing()
     first = audit.read_progress(spark, target)
     progress_rows, states = first.rows, first.table_states()
     todo = [r for r in plan.renames if r.old_name != r.new_name and not step_done(r, states)]
@@ -503,8 +504,7 @@ def apply_renames(
                         columns_at_point(spark, target, r, states, source_column_types(spark, table_path(target, old)), key))
             stay = reads_stay(r, key, primary_keys)
             m, e, columns, history = _step_events(spark, table_path(target, old), r, key, state, at_point, stay)
-            layout = routing.layout(new) if routing else TableLayout()
-            caps = _new_table(spark, target, r, columns, history, history and not key and stay, layout)
+            caps = _new_table(spark, target, r, columns, history, history and not key and stay, routing.layout(new))
             if isinstance(caps, ApplyResult):  # the new table could not be created: the step waits
                 out.append(caps)
                 continue
