@@ -51,8 +51,9 @@ class Plan:
 
     # -- per-column pieces ----------------------------------------------------------------------
     def value(self, img: str, i: int) -> str:
-        """SQL: the text of the value (non-finite numbers as the strings they were read as)."""
-        return values.unquote_non_finite_sql(self.text(img, i))
+        """SQL: the text of the value (non-finite numbers as the strings they were read as):
+        ``uq_a``/``uq_b``, the image's values unquoted once (:func:`unquoted`)."""
+        return f"uq_{img}[{self.pos[img][i]}]"
 
     def text(self, img: str, i: int) -> str:
         """SQL: the value's text as ``from_json`` gives it."""
@@ -202,6 +203,18 @@ def arrays(df: DataFrame, cols: dict[str, tuple[By, callable]]) -> DataFrame:
     return df.selectExpr("*", *[f"{unfused(by.case(fn, NULL_STRINGS))} as {name}" for name, (by, fn) in cols.items()])
 
 
+def unquoted(plans: list[Plan], img: str) -> str:
+    """SQL (``array<string>``): image ``img``'s values (``vals_a``/``vals_b``) with JSON's
+    non-finite numbers unquoted (:func:`values.unquote_non_finite_sql`), as many as the widest
+    image of ``plans`` has (a shorter image's extra items are NULL: ``get``, under ANSI mode too). Written once, so that
+    every conversion reads ``uq_a[i]`` instead of repeating the unquoting wherever it reads the
+    value (debezium-json decode of 100k records 6.6 s against 7.0 s, session 52)."""
+    n = max([max(p.pos[img]) + 1 for p in plans if p.pos[img]] or [0])
+    if not n:
+        return NULL_STRINGS
+    return "array(" + ", ".join(values.unquote_non_finite_sql(f"get(vals_{img}, {k})") for k in range(n)) + ")"
+
+
 def typed_images(df: DataFrame, plans: list[Plan], forms_sql: str) -> DataFrame:
     """The parse stage's records (``df``) with their typed images and what depends on their
     signatures' ``plans``: ``after_img``/``before_img`` (``map<string,string>`` canonical
@@ -210,6 +223,7 @@ def typed_images(df: DataFrame, plans: list[Plan], forms_sql: str) -> DataFrame:
     texts), ``src``. Records of other signatures get NULL images."""
     inferred = [p for p in plans if p.inferred]
     df = df.selectExpr("*", "map_values(after_m) as vals_a", "map_values(before_m) as vals_b")
+    df = df.selectExpr("*", *[f"{unfused(unquoted(plans, w))} as uq_{w}" for w in "ab"])
     # The images' JSON kinds, from a second parse of the records that need them: those whose
     # types are inferred, and digits-only Decimal values (a JSON string or a JSON number?)
     need = sig_case("sig", [p for p in plans if p.need_kinds() != "false"], Plan.need_kinds, "false")
