@@ -206,9 +206,10 @@ def arrays(df: DataFrame, cols: dict[str, tuple[By, callable]]) -> DataFrame:
 def unquoted(plans: list[Plan], img: str) -> str:
     """SQL (``array<string>``): image ``img``'s values (``vals_a``/``vals_b``) with JSON's
     non-finite numbers unquoted (:func:`values.unquote_non_finite_sql`), as many as the widest
-    image of ``plans`` has (a shorter image's extra items are NULL: ``get``, under ANSI mode too). Written once, so that
-    every conversion reads ``uq_a[i]`` instead of repeating the unquoting wherever it reads the
-    value (debezium-json decode of 100k records 6.6 s against 7.0 s, session 52)."""
+    image of ``plans`` has (a shorter image's extra items are NULL: ``get``, under ANSI mode
+    too). Written once, so that every conversion reads ``uq_a[i]`` instead of repeating the
+    unquoting wherever it reads the value (debezium-json decode of 100k records 6.6 s against
+    7.0 s, session 52)."""
     n = max([max(p.pos[img]) + 1 for p in plans if p.pos[img]] or [0])
     if not n:
         return NULL_STRINGS
