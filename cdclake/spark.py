@@ -129,6 +129,12 @@ def get_spark(master: str | None = None, app_name: str = "cdclake", conf: dict |
         # took 17-20 s, 13 s with it (bench/wide_table.py; NOTES.md session 17)
         .config("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true")
         .config("spark.sql.ansi.enabled", "false")
+        # lower()/upper() by the JVM's case mapping (Spark 3's), not ICU's: Spark 4.0's first
+        # ICU case mapping in a JVM builds a table over every code point (the static
+        # initialiser of CollationAwareUTF8String), ~1.7 s of CPU that every cold decode paid
+        # (canal's upper(type), dataworks' lower(dbType), the boolean conversions; Java Flight
+        # Recorder, session 53: a first lower/upper 2.11 s with ICU, 0.49 s without)
+        .config("spark.sql.icu.caseMappings.enabled", "false")
         # explode(events) makes Spark infer a size(events) > 0 filter and push it through the
         # decoder's projections, where it inlines the whole decode expression (from_json once per
         # reference): decoding ran ~10 times slower. The decoders' outputs are exploded unfiltered.
