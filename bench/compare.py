@@ -278,7 +278,7 @@ def _floor(spark, fmt: str, path: str):
 PARSE_KINDS = ("decode", "floor", "from_json", "parse_json")
 
 
-def _parse_row(spark, kind: str, fmt: str | None, path: str) -> None:
+def parse_row(spark, kind: str, fmt: str | None, path: str) -> None:
     """One run of a parse-only row (:data:`PARSE_KINDS`) over ``path``, noop sink."""
     from pyspark.sql import functions as F
 
@@ -427,7 +427,7 @@ def worker(spec: dict) -> dict:
         times = []
         for _ in range(max(1, spec.get("repeat", 1))):
             t = time.perf_counter()
-            _parse_row(spark, kind, fmt, path)
+            parse_row(spark, kind, fmt, path)
             times.append(time.perf_counter() - t)
         peak = sampler.stop()
         res = {"seconds": times[0], "rss": peak, "note": note, "times": times}
