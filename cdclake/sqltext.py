@@ -38,6 +38,22 @@ def sql_case(expr: str, mapping: dict[str, str], default: str = "null") -> str:
     return f"(case {expr} {whens} else {default} end)"
 
 
+def sql_lookup(expr: str, mapping: dict, default: str = "null") -> str:
+    """SQL: the value ``mapping`` gives ``expr``, else ``default``: ``mapping``'s keys are ints or
+    plain strings (written with ``repr``), its values SQL literals of one type (so that the map
+    folds to one literal), looked up in one map (``try_element_at(map(k, v, ...), expr)``).
+
+    Use it instead of a ``CASE expr WHEN ...`` table inside a lambda: Spark 4.0 evaluates a
+    lambda's body interpreted, and ``CaseWhen.eval`` indexes its branches, a Scala ``List``, from
+    the head for every arm it tries (quadratic in the arms); the map literal is folded once and
+    its keys scanned as an array."""
+    if not mapping:
+        return default
+    pairs = ", ".join(f"{k!r}, {v}" for k, v in mapping.items())
+    found = f"try_element_at(map({pairs}), {expr})"
+    return found if default == "null" else f"coalesce({found}, {default})"
+
+
 def sql_let(expr: str, var: str, body: str) -> str:
     """SQL: ``body`` with the lambda variable ``var`` bound to ``expr``, evaluated once
     (``element_at(transform(array(expr), var -> body), 1)``): for a value a lambda body reads

@@ -55,6 +55,7 @@ that default, so one NULL widened a decimal(10,2) column to decimal(38,10).)
 from __future__ import annotations
 
 from cdclake.formats.dts_avro.schema import VALUE_BRANCHES
+from cdclake.sqltext import sql_lookup
 
 #: ``source.sourceType`` values whose ``dataTypeNumber`` is a MySQL column type code
 MYSQL_SOURCES = ("MySQL", "DRDS")
@@ -172,13 +173,6 @@ def in_sql(expr: str, values) -> str:
     return f"{expr} in ({', '.join(repr(v) for v in vals)})"
 
 
-def case_map(expr: str, mapping: dict, default: str = "null") -> str:
-    """SQL: ``CASE expr WHEN key THEN value ...`` over ``mapping`` (keys Python literals, values
-    SQL), ``default`` otherwise."""
-    whens = " ".join(f"when {k!r} then {v}" for k, v in mapping.items())
-    return f"(case {expr} {whens} else {default} end)"
-
-
 # --- SQL builders over one image value ``v`` (a VALUE struct expression) --------------------------
 
 
@@ -225,7 +219,14 @@ def value_type_sql(v: str, b: str) -> str:
       else null end)"""
 
 
-_INT_RANK = "array('bigint', 'decimal(20,0)', 'decimal(38,0)', 'string')"
+_INT_TYPES = ("bigint", "decimal(20,0)", "decimal(38,0)", "string")
+_INT_RANK = f"array({', '.join(repr(t) for t in _INT_TYPES)})"
+
+
+def _int_rank_sql(t: str) -> str:
+    """1-based rank of integer type ``t`` in :data:`_INT_TYPES` (a map literal: ``array_position``
+    asks its argument's type on every row when interpreted)."""
+    return sql_lookup(t, {x: str(i) for i, x in enumerate(_INT_TYPES, 1)})
 
 
 def column_type_sql(c: str) -> str:
@@ -235,8 +236,8 @@ def column_type_sql(c: str) -> str:
     hint_b = f"(case when {c}.ab >= 0 and {c}.ab != {B_EMPTY} then {c}.ab else {c}.bb end)"
     hint_t = f"(case when {c}.ab >= 0 and {c}.ab != {B_EMPTY} then {c}.at else {c}.bt end)"
     ints = (
-        f"try_element_at({_INT_RANK}, cast(greatest(coalesce(case when {c}.ab = {B_INT} then array_position({_INT_RANK}, {c}.at) end, 1), "
-        f"coalesce(case when {c}.bb = {B_INT} then array_position({_INT_RANK}, {c}.bt) end, 1)) as int))"
+        f"try_element_at({_INT_RANK}, cast(greatest(coalesce(case when {c}.ab = {B_INT} then {_int_rank_sql(f'{c}.at')} end, 1), "
+        f"coalesce(case when {c}.bb = {B_INT} then {_int_rank_sql(f'{c}.bt')} end, 1)) as int))"
     )
     code = f"{c}.code"
     # no value tells the type (both NULL or EmptyObject): null, "not stated" (the applier takes
@@ -263,7 +264,8 @@ def column_type_sql(c: str) -> str:
 
 def allowed_sql(code: str, b: str) -> str:
     """boolean: branch ``b`` fits MySQL type code ``code`` (always true for other sources)."""
-    whens = []
-    for c, branches in ALLOWED_BRANCHES.items():
-        whens.append(f"when {c} then {in_sql(b, branches)}")
-    return f"(not is_mysql or {b} in ({B_NULL}, {B_EMPTY}) or (case {code} {' '.join(whens)} else true end))"
+    # a bit mask per code, bit b + 1 set for each branch b it allows (a CASE over the codes walks
+    # its arms from the head, and array_contains asks its argument's type, on every row inside
+    # the columns' lambda)
+    masks = {c: str(sum(1 << (x + 1) for x in branches)) for c, branches in ALLOWED_BRANCHES.items()}
+    return f"(not is_mysql or {b} in ({B_NULL}, {B_EMPTY}) or coalesce(bit_get({sql_lookup(code, masks)}, {b} + 1) = 1, true))"

@@ -14,9 +14,10 @@ from pyspark.sql import SparkSession
 from cdclake.formats.dts_avro.schema import VALUE_BRANCHES
 from cdclake.formats.dts_avro.types import (
     B_BGEO, B_BOBJ, B_CHAR, B_DEC, B_DT, B_EMPTY, B_FLOAT, B_INT, B_NULL, B_TGEO, B_TOBJ, B_TS, B_TSTZ, INT_RE,
-    JAVA_CHARSETS, MAX_SECONDS, MYSQL_TYPES, NUM_RE, allowed_sql, branch_sql, case_map, column_type_sql, in_sql,
+    JAVA_CHARSETS, MAX_SECONDS, MYSQL_TYPES, NUM_RE, allowed_sql, branch_sql, column_type_sql, in_sql,
     value_type_sql,
 )
+from cdclake.sqltext import sql_lookup
 from cdclake.values import TS_FORMAT
 
 _ZONE_ID_RE = re.compile(r"^[A-Za-z0-9/_+\-]+$")
@@ -81,7 +82,7 @@ def _chars_sql(ch: str, legacy_charsets: bool) -> str:
 
     java = ""
     if legacy_charsets:
-        java = f"when {in_sql(cs, JAVA_CHARSETS)} then named_struct('text', decode({b}, {case_map(cs, {k: repr(v) for k, v in JAVA_CHARSETS.items()})}), 'ok', true)"
+        java = f"when {in_sql(cs, JAVA_CHARSETS)} then named_struct('text', decode({b}, {sql_lookup(cs, {k: repr(v) for k, v in JAVA_CHARSETS.items()})}), 'ok', true)"
     return f"""(case
       when {cs} in ('utf8', 'utf8mb4', 'utf8mb3', 'utf-8') then named_struct('text', cast({b} as string), 'ok', is_valid_utf8({b}))
       when {cs} in ('ascii', 'us-ascii') then named_struct('text', cast({b} as string), 'ok', {hx} rlike '^([0-7][0-9A-F])*$')
@@ -93,9 +94,10 @@ def _chars_sql(ch: str, legacy_charsets: bool) -> str:
       else named_struct('text', cast(null as string), 'ok', false) end)"""
 
 
-def parts_sql(v: str, b: str, zone: str, legacy_charsets: bool) -> str:
-    """struct of the readings of value ``v`` (branch ``b``) that a column type may ask for, each
-    computed once and only for its branch (null otherwise): ``int`` / ``dec`` (trimmed text),
+def parts_sql(v: str, b: str, zone: str, t: str, legacy_charsets: bool) -> str:
+    """struct of the readings of value ``v`` (branch ``b``) that :func:`value_sql` asks for when
+    the column's Spark type is ``t``, each computed once and only for its branch and the types
+    that read it (null otherwise): ``int`` / ``dec`` (trimmed text),
     ``fl`` (double text), ``ts`` (Timestamp as timestamp; ``ts_ok``: in range; ``ts_zero``: MySQL's
     zero TIMESTAMP), ``dt`` / ``dt_date`` (DateTime as timestamp / date; ``dt_zero``: zero date),
     ``dt_time`` (time-of-day text), ``dt_year``, ``tz`` (TimestampWithTimeZone in UTC), ``ch``
@@ -104,7 +106,8 @@ def parts_sql(v: str, b: str, zone: str, legacy_charsets: bool) -> str:
     TimestampWithTimeZone value (:func:`zone_sql`)."""
     ts, d, tz = f"{v}.member{B_TS}", f"{v}.member{B_DT}", f"{v}.member{B_TSTZ}"
     ts_ok = f"(abs({ts}.timestamp) <= {MAX_SECONDS} and abs(coalesce({ts}.millis, 0)) <= 999999)"
-    when = lambda br, x: f"case when {b} = {br} then {x} end"  # noqa: E731
+    when = lambda br, x, types=None: (  # noqa: E731
+        f"case when {b} = {br}{'' if types is None else ' and ' + t + ' in (' + ', '.join(repr(y) for y in types) + ')'} then {x} end")
     return f"""named_struct(
       'int', {when(B_INT, f"trim({v}.member{B_INT}.value)")},
       'dec', {when(B_DEC, f"trim({v}.member{B_DEC}.value)")},
@@ -112,16 +115,16 @@ def parts_sql(v: str, b: str, zone: str, legacy_charsets: bool) -> str:
       'ts', {when(B_TS, f"case when {ts_ok} then timestamp_micros({ts}.timestamp * 1000000 + coalesce({ts}.millis, 0)) end")},
       'ts_ok', {when(B_TS, ts_ok)},
       'ts_zero', {when(B_TS, f"is_mysql and {ts}.timestamp = 0 and coalesce({ts}.millis, 0) = 0")},
-      'dt', {when(B_DT, f"case when {d}.year is not null then {_dt_timestamp_sql(d)} end")},
-      'dt_date', {when(B_DT, f"cast(try_make_timestamp({d}.year, {d}.month, {d}.day, 0, 0, 0) as date)")},
+      'dt', {when(B_DT, f"case when {d}.year is not null then {_dt_timestamp_sql(d)} end", ('timestamp', 'string'))},
+      'dt_date', {when(B_DT, f"cast(try_make_timestamp({d}.year, {d}.month, {d}.day, 0, 0, 0) as date)", ('date',))},
       'dt_zero', {when(B_DT, _zero_date_sql(d))},
-      'dt_time', {when(B_DT, _time_text_sql(d))},
+      'dt_time', {when(B_DT, _time_text_sql(d), ('string',))},
       'dt_year', {when(B_DT, f"{d}.year")},
       'tz', {when(B_TSTZ, _dt_timestamp_sql(f"{tz}.value", zone))},
-      'ch', {when(B_CHAR, _chars_sql(f"{v}.member{B_CHAR}", legacy_charsets))},
+      'ch', {when(B_CHAR, _chars_sql(f"{v}.member{B_CHAR}", legacy_charsets), ('string',))},
       'obj', case {b} when {B_TGEO} then {v}.member{B_TGEO}.value when {B_TOBJ} then {v}.member{B_TOBJ}.value end,
       'bin', case {b} when {B_BGEO} then {v}.member{B_BGEO}.value when {B_BOBJ} then {v}.member{B_BOBJ}.value
-                      when {B_CHAR} then {v}.member{B_CHAR}.value end)"""
+                      when {B_CHAR} then case when {t} = 'binary' then {v}.member{B_CHAR}.value end end)"""
 
 
 def value_sql(p: str, b: str, t: str) -> str:
@@ -135,8 +138,9 @@ def value_sql(p: str, b: str, t: str) -> str:
     bad = res("cast(null as string)", "false")
     fmt = lambda x: f"date_format({x}, '{TS_FORMAT}')"  # noqa: E731
     is_int = f"({p}.int rlike '{INT_RE}')"
-    int_text = f"cast(try_cast({p}.int as decimal(38,0)) as string)"
-    int_as = lambda typ: res(int_text, f"{is_int} and try_cast({p}.int as {typ}) is not null")  # noqa: E731
+    # the text of an integer that fits ``typ``: read as ``typ`` (a bigint or int is cheaper to
+    # read than a decimal(38,0), and its text the same)
+    int_as = lambda typ: res(f"cast(try_cast({p}.int as {typ}) as string)", f"{is_int} and try_cast({p}.int as {typ}) is not null")  # noqa: E731
     dec = res(f"{p}.dec", f"({p}.dec rlike '{NUM_RE}')")
     ts = res(f"case when not {p}.ts_zero then {fmt(f'{p}.ts')} end", f"{p}.ts_ok")
     dt = res(f"case when not {p}.dt_zero then {fmt(f'{p}.dt')} end", f"({p}.dt_zero or {p}.dt is not null)")
@@ -213,39 +217,37 @@ def columns_sql(zones: tuple[str, ...], legacy: bool) -> str:
     (:func:`zone_ids`); ``legacy``: the session reads any Java
     charset (:func:`legacy_charsets_enabled`)."""
     branch_name = lambda b: f"try_element_at(array({', '.join(repr(n) for n in VALUE_BRANCHES)}), {b} + 1)"  # noqa: E731
-    mysql_name = case_map("c.code", {k: repr(v) for k, v in MYSQL_TYPES.items()}, "concat('MySQL type ', c.code)")
+    mysql_name = sql_lookup("c.code", {k: repr(v) for k, v in MYSQL_TYPES.items()}, "concat('MySQL type ', c.code)")
     source_type = f"(case when is_mysql then {mysql_name} else concat(coalesce(r.source.sourceType, 'source'), ' type ', c.code) end)"
-    charset = lambda side, b: f"case when {b} = {B_CHAR} then concat(' charset ', c.{side}.member{B_CHAR}.charset) else '' end"  # noqa: E731
+    a, b = "get(aimg, c.i)", "get(bimg, c.i)"  # the column's values, read where used, not carried
+    charset = lambda v, br: f"case when {br} = {B_CHAR} then concat(' charset ', {v}.member{B_CHAR}.charset) else '' end"  # noqa: E731
     # Per column, in stages (a lambda has no common-subexpression elimination, so each stage
-    # computes its fields once and the next one reads them): 1. name, code, after/before
-    # values and their union branches; 2. the type each value implies; 3. the column's Spark
-    # type, checked zone ids; 4. each value's readings; 5. canonical texts, checks, the
-    # first reason to reject. Large VALUE structs are not carried past stage 4.
-    stage1 = f"""transform(flds, (f, i) -> named_struct('name', f.name, 'code', f.dataTypeNumber,
-               'a', try_element_at(aimg, i + 1), 'b', try_element_at(bimg, i + 1),
-               'ab', {branch_sql('try_element_at(aimg, i + 1)')}, 'bb', {branch_sql('try_element_at(bimg, i + 1)')}))"""
-    stage2 = f"""transform({stage1}, c -> named_struct('name', c.name, 'code', c.code, 'a', c.a, 'b', c.b, 'ab', c.ab, 'bb', c.bb,
-               'at', {value_type_sql('c.a', 'c.ab')}, 'bt', {value_type_sql('c.b', 'c.bb')}))"""
-    stage3 = f"""transform({stage2}, c -> named_struct('name', c.name, 'code', c.code, 'a', c.a, 'b', c.b, 'ab', c.ab, 'bb', c.bb,
+    # computes its fields once and the next one reads them): 1. name, code, the column's index
+    # and its values' union branches; 2. the type each value implies; 3. the column's Spark
+    # type, checked zone ids; 4. each value's readings; 5. canonical texts; then the checks and
+    # the first reason to reject. A stage's fields are copied into the next (a lambda's result
+    # is copied), so the large VALUE structs are read by index (``get``) where a stage needs
+    # them, and what only the last step needs (source type, charsets, fit) is computed there.
+    stage1 = f"""transform(flds, (f, i) -> named_struct('name', f.name, 'code', f.dataTypeNumber, 'i', i,
+               'ab', {branch_sql('get(aimg, i)')}, 'bb', {branch_sql('get(bimg, i)')}))"""
+    keep = "'name', c.name, 'code', c.code, 'i', c.i, 'ab', c.ab, 'bb', c.bb"
+    stage2 = f"""transform({stage1}, c -> named_struct({keep},
+               'at', {value_type_sql(a, 'c.ab')}, 'bt', {value_type_sql(b, 'c.bb')}))"""
+    stage3 = f"""transform({stage2}, c -> named_struct({keep},
                't', {column_type_sql('c')},
-               'az', case when c.ab = {B_TSTZ} then {zone_sql(f'c.a.member{B_TSTZ}.timezone', zones)} end,
-               'bz', case when c.bb = {B_TSTZ} then {zone_sql(f'c.b.member{B_TSTZ}.timezone', zones)} end))"""
-    stage4 = f"""transform({stage3}, c -> named_struct('name', c.name, 't', c.t, 'ab', c.ab, 'bb', c.bb,
-               'source_type', {source_type},
-               'ap', {parts_sql('c.a', 'c.ab', 'c.az', legacy)}, 'bp', {parts_sql('c.b', 'c.bb', 'c.bz', legacy)},
-               'a_none', coalesce(c.a.member{B_EMPTY} = 'NONE', false), 'b_none', coalesce(c.b.member{B_EMPTY} = 'NONE', false),
-               'a_allowed', {allowed_sql('c.code', 'c.ab')}, 'b_allowed', {allowed_sql('c.code', 'c.bb')},
-               'a_charset', {charset('a', 'c.ab')}, 'b_charset', {charset('b', 'c.bb')}))"""
-    stage5 = f"""transform({stage4}, c -> named_struct('name', c.name, 't', c.t, 'source_type', c.source_type,
-               'a_none', c.a_none, 'b_none', c.b_none, 'ab', c.ab, 'bb', c.bb, 'a_allowed', c.a_allowed, 'b_allowed', c.b_allowed,
-               'a_charset', c.a_charset, 'b_charset', c.b_charset,
+               'az', case when c.ab = {B_TSTZ} then {zone_sql(f'{a}.member{B_TSTZ}.timezone', zones)} end,
+               'bz', case when c.bb = {B_TSTZ} then {zone_sql(f'{b}.member{B_TSTZ}.timezone', zones)} end))"""
+    stage4 = f"""transform({stage3}, c -> named_struct({keep}, 't', c.t,
+               'ap', {parts_sql(a, 'c.ab', 'c.az', 'c.t', legacy)}, 'bp', {parts_sql(b, 'c.bb', 'c.bz', 'c.t', legacy)},
+               'a_none', coalesce({a}.member{B_EMPTY} = 'NONE', false), 'b_none', coalesce({b}.member{B_EMPTY} = 'NONE', false)))"""
+    stage5 = f"""transform({stage4}, c -> named_struct({keep}, 't', c.t, 'a_none', c.a_none, 'b_none', c.b_none,
                'av', {value_sql('c.ap', 'c.ab', 'c.t')}, 'bv', {value_sql('c.bp', 'c.bb', 'c.t')}))"""
     reason = f"""(case
-        when not c.a_allowed then concat('after value is a ', {branch_name('c.ab')}, ', which does not fit ', c.source_type)
-        when not c.b_allowed then concat('before value is a ', {branch_name('c.bb')}, ', which does not fit ', c.source_type)
-        when not coalesce(c.av.ok, false) then concat('after value (', {branch_name('c.ab')}, c.a_charset, ') cannot be read as ', c.t)
-        when not coalesce(c.bv.ok, false) then concat('before value (', {branch_name('c.bb')}, c.b_charset, ') cannot be read as ', c.t)
+        when not {allowed_sql('c.code', 'c.ab')} then concat('after value is a ', {branch_name('c.ab')}, ', which does not fit ', {source_type})
+        when not {allowed_sql('c.code', 'c.bb')} then concat('before value is a ', {branch_name('c.bb')}, ', which does not fit ', {source_type})
+        when not coalesce(c.av.ok, false) then concat('after value (', {branch_name('c.ab')}, {charset(a, 'c.ab')}, ') cannot be read as ', c.t)
+        when not coalesce(c.bv.ok, false) then concat('before value (', {branch_name('c.bb')}, {charset(b, 'c.bb')}, ') cannot be read as ', c.t)
         end)"""
-    cols = f"""transform({stage5}, c -> named_struct('name', c.name, 't', c.t, 'source_type', c.source_type,
+    cols = f"""transform({stage5}, c -> named_struct('name', c.name, 't', c.t, 'source_type', {source_type},
                'a_none', c.a_none, 'b_none', c.b_none, 'a_text', c.av.text, 'b_text', c.bv.text, 'reason', {reason}))"""
     return cols
