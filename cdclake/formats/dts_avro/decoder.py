@@ -142,7 +142,8 @@ class DtsAvroDecoder(StagedDecoder):
             "*",
             "r.operation as op",
             # objectName: split on '.', each part un-escaped ('\u002E' stands for a dot in a name)
-            "transform(split(r.objectName, '\\\\.'), p -> replace(p, '\\\\u002E', '.')) as names",
+            "case when instr(r.objectName, '\\\\u002E') > 0 then transform(split(r.objectName, '\\\\.'), p -> replace(p, '\\\\u002E', '.'))"
+            " else split(r.objectName, '\\\\.') end as names",
             "coalesce(r.source.sourceType in ('MySQL', 'DRDS'), false) as is_mysql",
             "r.fields.member1 as flds",
             "case when r.operation in ('INSERT', 'UPDATE', 'INIT') then r.afterImages.member1 end as aimg",
@@ -156,18 +157,21 @@ class DtsAvroDecoder(StagedDecoder):
             "case when size(names) between 1 and 3 then nullif(try_element_at(names, 1), '') end as db",
             "case when size(names) = 3 then nullif(try_element_at(names, 2), '') end as sch",
             "case when size(names) = 2 then nullif(try_element_at(names, 2), '') when size(names) = 3 then nullif(try_element_at(names, 3), '') end as tbl",
-            "size(array_distinct(transform(flds, f -> f.name))) != size(flds) as dup_names",
+            "size(array_distinct(flds.name)) != size(flds) as dup_names",
             f"{columns_sql(zone_ids(df.sparkSession), legacy_charsets_enabled(df.sparkSession))} as cols",
         )
+        # the usual image carries every column: its map is built from the columns' fields
+        # without a lambda (cols.name is one array read); one that leaves columns out is filtered
         image = lambda side: (  # noqa: E731
-            f"case when not dup_names and {side}img is not null then "
-            f"map_from_entries(transform(filter(cols, c -> not c.{side}_none), c -> struct(c.name, c.{side}_text))) end"
+            f"case when dup_names or {side}img is null then null when array_contains(cols.{side}_none, true) then "
+            f"map_from_entries(transform(filter(cols, c -> not c.{side}_none), c -> struct(c.name, c.{side}_text))) "
+            f"else map_from_arrays(cols.name, cols.{side}_text) end"
         )
         return df.selectExpr(
             "*",
             f"{image('a')} as after_map",
             f"{image('b')} as before_map",
-            "case when exists(cols, c -> c.a_none) then transform(filter(cols, c -> not c.a_none), c -> c.name) end as present_cols",
+            "case when array_contains(cols.a_none, true) then transform(filter(cols, c -> not c.a_none), c -> c.name) end as present_cols",
             "try_element_at(filter(cols, c -> c.reason is not null), 1) as bad",
         )
 
@@ -176,8 +180,8 @@ class DtsAvroDecoder(StagedDecoder):
                         'name', c.name,
                         'source_type', c.source_type,
                         'spark_type', c.t,
-                        'precision', try_cast(nullif(regexp_extract(c.t, '^decimal\\\\(([0-9]+),', 1), '') as int),
-                        'scale', try_cast(nullif(regexp_extract(c.t, '^decimal\\\\([0-9]+,([0-9]+)\\\\)', 1), '') as int),
+                        'precision', case when c.t like 'decimal(%' then try_cast(nullif(regexp_extract(c.t, '^decimal\\\\(([0-9]+),', 1), '') as int) end,
+                        'scale', case when c.t like 'decimal(%' then try_cast(nullif(regexp_extract(c.t, '^decimal\\\\([0-9]+,([0-9]+)\\\\)', 1), '') as int) end,
                         'nullable', cast(null as boolean)))"""
         pk = "(case when size(filter(try_element_at(pk_uk, 'PRIMARY'), k -> k is not null and k != '')) > 0 then filter(try_element_at(pk_uk, 'PRIMARY'), k -> k is not null and k != '') end)"
         position = position_sql(["r.id"], "concat_ws(':', cast(r.id as string), nullif(r.sourcePosition, ''))")
