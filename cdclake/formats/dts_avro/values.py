@@ -97,7 +97,7 @@ def _chars_sql(ch: str, legacy_charsets: bool) -> str:
 def parts_sql(v: str, b: str, zone: str, t: str, legacy_charsets: bool) -> str:
     """struct of the readings of value ``v`` (branch ``b``) that :func:`value_sql` asks for when
     the column's Spark type is ``t``, each computed once and only for its branch and the types
-    that read it (null otherwise): ``int`` / ``dec`` (trimmed text),
+    that read it (null otherwise; the whole struct is null for a NULL or EmptyObject): ``int`` / ``dec`` (trimmed text),
     ``fl`` (double text), ``ts`` (Timestamp as timestamp; ``ts_ok``: in range; ``ts_zero``: MySQL's
     zero TIMESTAMP), ``dt`` / ``dt_date`` (DateTime as timestamp / date; ``dt_zero``: zero date),
     ``dt_time`` (time-of-day text), ``dt_year``, ``tz`` (TimestampWithTimeZone in UTC), ``ch``
@@ -106,25 +106,32 @@ def parts_sql(v: str, b: str, zone: str, t: str, legacy_charsets: bool) -> str:
     TimestampWithTimeZone value (:func:`zone_sql`)."""
     ts, d, tz = f"{v}.member{B_TS}", f"{v}.member{B_DT}", f"{v}.member{B_TSTZ}"
     ts_ok = f"(abs({ts}.timestamp) <= {MAX_SECONDS} and abs(coalesce({ts}.millis, 0)) <= 999999)"
-    when = lambda br, x, types=None: (  # noqa: E731
-        f"case when {b} = {br}{'' if types is None else ' and ' + t + ' in (' + ', '.join(repr(y) for y in types) + ')'} then {x} end")
-    return f"""named_struct(
-      'int', {when(B_INT, f"trim({v}.member{B_INT}.value)")},
-      'dec', {when(B_DEC, f"trim({v}.member{B_DEC}.value)")},
-      'fl', {when(B_FLOAT, f"cast({v}.member{B_FLOAT}.value as string)")},
-      'ts', {when(B_TS, f"case when {ts_ok} then timestamp_micros({ts}.timestamp * 1000000 + coalesce({ts}.millis, 0)) end")},
-      'ts_ok', {when(B_TS, ts_ok)},
-      'ts_zero', {when(B_TS, f"is_mysql and {ts}.timestamp = 0 and coalesce({ts}.millis, 0) = 0")},
-      'dt', {when(B_DT, f"case when {d}.year is not null then {_dt_timestamp_sql(d)} end", ('timestamp', 'string'))},
-      'dt_date', {when(B_DT, f"cast(try_make_timestamp({d}.year, {d}.month, {d}.day, 0, 0, 0) as date)", ('date',))},
-      'dt_zero', {when(B_DT, _zero_date_sql(d))},
-      'dt_time', {when(B_DT, _time_text_sql(d), ('string',))},
-      'dt_year', {when(B_DT, f"{d}.year")},
-      'tz', {when(B_TSTZ, _dt_timestamp_sql(f"{tz}.value", zone))},
-      'ch', {when(B_CHAR, _chars_sql(f"{v}.member{B_CHAR}", legacy_charsets), ('string',))},
-      'obj', case {b} when {B_TGEO} then {v}.member{B_TGEO}.value when {B_TOBJ} then {v}.member{B_TOBJ}.value end,
-      'bin', case {b} when {B_BGEO} then {v}.member{B_BGEO}.value when {B_BOBJ} then {v}.member{B_BOBJ}.value
-                      when {B_CHAR} then case when {t} = 'binary' then {v}.member{B_CHAR}.value end end)"""
+    only = lambda x, *types: f"case when {t} in ({', '.join(repr(y) for y in types)}) then {x} end"  # noqa: E731
+    # (field, its type, its reading per branch): one struct per branch, NULL in the fields of
+    # other branches (a CASE per field would test the branch fifteen times a value)
+    fields = [
+        ("int", "string", {B_INT: f"trim({v}.member{B_INT}.value)"}),
+        ("dec", "string", {B_DEC: f"trim({v}.member{B_DEC}.value)"}),
+        ("fl", "string", {B_FLOAT: f"cast({v}.member{B_FLOAT}.value as string)"}),
+        ("ts", "timestamp", {B_TS: f"case when {ts_ok} then timestamp_micros({ts}.timestamp * 1000000 + coalesce({ts}.millis, 0)) end"}),
+        ("ts_ok", "boolean", {B_TS: ts_ok}),
+        ("ts_zero", "boolean", {B_TS: f"is_mysql and {ts}.timestamp = 0 and coalesce({ts}.millis, 0) = 0"}),
+        ("dt", "timestamp", {B_DT: only(f"case when {d}.year is not null then {_dt_timestamp_sql(d)} end", "timestamp", "string")}),
+        ("dt_date", "date", {B_DT: only(f"cast(try_make_timestamp({d}.year, {d}.month, {d}.day, 0, 0, 0) as date)", "date")}),
+        ("dt_zero", "boolean", {B_DT: _zero_date_sql(d)}),
+        ("dt_time", "string", {B_DT: only(_time_text_sql(d), "string")}),
+        ("dt_year", "int", {B_DT: f"{d}.year"}),
+        ("tz", "timestamp", {B_TSTZ: _dt_timestamp_sql(f"{tz}.value", zone)}),
+        ("ch", "struct<text:string,ok:boolean>", {B_CHAR: only(_chars_sql(f"{v}.member{B_CHAR}", legacy_charsets), "string")}),
+        ("obj", "string", {B_TGEO: f"{v}.member{B_TGEO}.value", B_TOBJ: f"{v}.member{B_TOBJ}.value"}),
+        ("bin", "binary", {B_BGEO: f"{v}.member{B_BGEO}.value", B_BOBJ: f"{v}.member{B_BOBJ}.value",
+                           B_CHAR: only(f"{v}.member{B_CHAR}.value", "binary")}),
+    ]
+    arms = []
+    for br in sorted({x for _, _, by in fields for x in by}):
+        each = ", ".join(f"'{name}', {by.get(br, f'cast(null as {typ})')}" for name, typ, by in fields)
+        arms.append(f"when {br} then named_struct({each})")
+    return f"(case {b} {' '.join(arms)} end)"
 
 
 def value_sql(p: str, b: str, t: str) -> str:
