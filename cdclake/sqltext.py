@@ -40,8 +40,8 @@ def sql_case(expr: str, mapping: dict[str, str], default: str = "null") -> str:
 
 def sql_lookup(expr: str, mapping: dict, default: str = "null") -> str:
     """SQL: the value ``mapping`` gives ``expr``, else ``default``: ``mapping``'s keys are ints or
-    plain strings (written with ``repr``), its values SQL literals of one type (so that the map
-    folds to one literal), looked up in one map (``try_element_at(map(k, v, ...), expr)``).
+    strings (:func:`sql_str`), its values SQL literals of one type (so that the map folds to one
+    literal), looked up in one map (``try_element_at(map(k, v, ...), expr)``).
 
     Use it instead of a ``CASE expr WHEN ...`` table inside a lambda: Spark 4.0 evaluates a
     lambda's body interpreted, and ``CaseWhen.eval`` indexes its branches, a Scala ``List``, from
@@ -49,7 +49,7 @@ def sql_lookup(expr: str, mapping: dict, default: str = "null") -> str:
     its keys scanned as an array."""
     if not mapping:
         return default
-    pairs = ", ".join(f"{k!r}, {v}" for k, v in mapping.items())
+    pairs = ", ".join(f"{sql_str(k) if isinstance(k, str) else int(k)}, {v}" for k, v in mapping.items())
     found = f"try_element_at(map({pairs}), {expr})"
     return found if default == "null" else f"coalesce({found}, {default})"
 

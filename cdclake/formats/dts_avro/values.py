@@ -17,7 +17,7 @@ from cdclake.formats.dts_avro.types import (
     JAVA_CHARSETS, MAX_SECONDS, MYSQL_TYPES, NUM_RE, allowed_sql, branch_sql, column_type_sql, in_sql,
     value_type_sql,
 )
-from cdclake.sqltext import sql_lookup
+from cdclake.sqltext import sql_lookup, sql_str
 from cdclake.values import TS_FORMAT
 
 _ZONE_ID_RE = re.compile(r"^[A-Za-z0-9/_+\-]+$")
@@ -82,7 +82,7 @@ def _chars_sql(ch: str, legacy_charsets: bool) -> str:
 
     java = ""
     if legacy_charsets:
-        java = f"when {in_sql(cs, JAVA_CHARSETS)} then named_struct('text', decode({b}, {sql_lookup(cs, {k: repr(v) for k, v in JAVA_CHARSETS.items()})}), 'ok', true)"
+        java = f"when {in_sql(cs, JAVA_CHARSETS)} then named_struct('text', decode({b}, {sql_lookup(cs, {k: sql_str(v) for k, v in JAVA_CHARSETS.items()})}), 'ok', true)"
     return f"""(case
       when {cs} in ('utf8', 'utf8mb4', 'utf8mb3', 'utf-8') then named_struct('text', cast({b} as string), 'ok', is_valid_utf8({b}))
       when {cs} in ('ascii', 'us-ascii') then named_struct('text', cast({b} as string), 'ok', {hx} rlike '^([0-7][0-9A-F])*$')
@@ -224,7 +224,7 @@ def columns_sql(zones: tuple[str, ...], legacy: bool) -> str:
     (:func:`zone_ids`); ``legacy``: the session reads any Java
     charset (:func:`legacy_charsets_enabled`)."""
     branch_name = lambda b: f"try_element_at(array({', '.join(repr(n) for n in VALUE_BRANCHES)}), {b} + 1)"  # noqa: E731
-    mysql_name = sql_lookup("c.code", {k: repr(v) for k, v in MYSQL_TYPES.items()}, "concat('MySQL type ', c.code)")
+    mysql_name = sql_lookup("c.code", {k: sql_str(v) for k, v in MYSQL_TYPES.items()}, "concat('MySQL type ', c.code)")
     source_type = f"(case when is_mysql then {mysql_name} else concat(coalesce(r.source.sourceType, 'source'), ' type ', c.code) end)"
     a, b = "get(aimg, c.i)", "get(bimg, c.i)"  # the column's values, read where used, not carried
     charset = lambda v, br: f"case when {br} = {B_CHAR} then concat(' charset ', {v}.member{B_CHAR}.charset) else '' end"  # noqa: E731
