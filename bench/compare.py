@@ -22,6 +22,11 @@ Rows, for each N (ids for ``--only``, comma-separated fnmatch patterns):
                   from_avro of the DTS datums; every field, noop sink)
   ingest:<fmt>    cdclake whole ingest, file input, fresh target
   from_json       Spark from_json + explode over the same canal file (the decode floor)
+  handwritten     a Spark job written by hand for the bench's one canal table: from_json,
+                  posexplode, each column converted to its canonical text by its known type
+                  (before and after images), the canonical event's fields (noop sink); no
+                  reject checks, no type declarations read, no other shapes: what the best
+                  per-table job pays for cdclake's output, the bound under any decoder
   parse_json      Spark parse_json + variant_explode over it
   docs            the Delta docs' CDC upsert pattern over it (bench/docs_merge.py): from_json,
                   explode, last change per key by sequence (max_by), one MERGE
@@ -119,6 +124,7 @@ def row_label(rid: str, args) -> str:
         "from_json": "Spark from_json + explode (canal, decode floor)",
         "floor": f"Spark's own parse, decode floor ({arg})",
         "parse_json": "Spark parse_json + explode (canal)",
+        "handwritten": "Spark job hand-written for the bench table (canal, canonical events, no checks)",
         "docs": "Delta docs CDC upsert pattern (from_json, explode, max_by, one MERGE)",
         "incr": f"second batch, 10% changes (incremental MERGE): {'cdclake' if arg == 'cdclake' else 'docs pattern'}",
         "warm": f"warm session, {args.warm_batches} x {args.warm_size} events{of} (median s/batch): "
@@ -134,7 +140,7 @@ def plan_rows(args) -> list[tuple[str, int | None]]:
     """(row id, N) in the order they run; once-rows have N None."""
     rows: list[tuple[str, int | None]] = []
     for n in args.event_list:
-        per_n = ["from_json", "decode:canal-json", "parse_json"]
+        per_n = ["from_json", "decode:canal-json", "handwritten", "parse_json"]
         per_n += [r for f in args.format_list if f != "canal-json" for r in (f"floor:{f}", f"decode:{f}")]
         per_n += ["docs", "ingest:canal-json"] + [f"ingest:{f}" for f in args.format_list if f != "canal-json"]
         per_n += ["incr:docs", "incr:cdclake"]
@@ -274,8 +280,56 @@ def _floor(spark, fmt: str, path: str):
     return raw.select(F.from_json(F.col("value").cast("string"), dec.wire_schema).alias("j")).select("j.*")
 
 
+def _handwritten(spark, path: str):
+    """The canonical events (EVENT_SCHEMA's fields) of the bench's canal file as a Spark job
+    written by hand for its one table would make them: ``from_json``, ``posexplode`` of the
+    rows, each column converted by its known type (``W.COLUMNS``; the same per-column SQL as
+    cdclake's, :func:`cdclake.formats.typed.canonical_sql`), an UPDATE's before image overlaid
+    with ``old``, the position and source record. No reject checks, no ``mysqlType`` read, no
+    DDL, multi-shape or inverted messages: the bound under any decoder of this output."""
+    from pyspark.sql import functions as F
+
+    from cdclake.formats.base import position_sql
+    from cdclake.formats.sqltypes import mysql_precision_scale
+    from cdclake.formats.typed import canonical_sql, columns_literal, zero_date_null
+    from cdclake.sources.files import read_lines
+    from cdclake.sqltext import sql_str
+
+    names = "array(" + ", ".join(sql_str(c["name"]) for c in W.COLUMNS) + ")"
+    # the columns as Canal declares them: precision and scale from the MySQL type, no nullability
+    declared = [{**c, "precision": mysql_precision_scale(c["source_type"])[0], "scale": mysql_precision_scale(c["source_type"])[1],
+                 "nullable": None} for c in W.COLUMNS]
+
+    def image(side: str) -> str:
+        conv = [canonical_sql(zero_date_null(f"{side}{k}", c["spark_type"]), c["spark_type"], "latin1") for k, c in enumerate(W.COLUMNS)]
+        return f"map_from_arrays({names}, array({', '.join(conv)}))"
+
+    # each image's raw values first (one projection), then their conversions (the next)
+    raw = {}
+    for k, c in enumerate(W.COLUMNS):
+        n = sql_str(c["name"])
+        raw[f"b{k}"] = (f"case type when 'UPDATE' then (case when map_contains_key(o, {n}) then o[{n}] else d[{n}] end) "
+                        f"when 'DELETE' then d[{n}] end")
+        raw[f"a{k}"] = f"case when type in ('INSERT', 'UPDATE') then d[{n}] end"
+    m = F.from_json(F.col("value").cast("string"), FROM_JSON_SCHEMA)
+    rows = read_lines(spark, [path]).select("source_record", m.alias("m")).select(
+        "source_record", "m.*", F.posexplode("m.data").alias("i", "d")).selectExpr("*", "element_at(old, i + 1) as o")
+    rows = rows.selectExpr("*", *[f"{v} as {k}" for k, v in raw.items()])
+    return rows.selectExpr(
+        "'canal-json' as format", "'data' as kind",
+        "case type when 'INSERT' then 'c' when 'UPDATE' then 'u' when 'DELETE' then 'd' end as op",
+        "database", "cast(null as string) as schema", "`table`",
+        f"case when type in ('UPDATE', 'DELETE') then {image('b')} end as before",
+        f"case when type in ('INSERT', 'UPDATE') then {image('a')} end as after",
+        "cast(null as array<string>) as present", "pkNames as primary_key", f"{columns_literal(declared)} as columns",
+        position_sql(["es", "id", "i"], "concat_ws(':', es, id, i)") + " as position",
+        "gtid as tx_id", "cast(null as bigint) as tx_seq", "cast(null as boolean) as tx_last", "cast(null as bigint) as tx_size",
+        "cast(null as string) as ddl", "es as event_time_ms", "source_record",
+    )
+
+
 #: rows that parse a file once and write to the noop sink (``--repeat`` runs them again)
-PARSE_KINDS = ("decode", "floor", "from_json", "parse_json")
+PARSE_KINDS = ("decode", "floor", "from_json", "parse_json", "handwritten")
 
 
 def parse_row(spark, kind: str, fmt: str | None, path: str) -> None:
@@ -294,6 +348,8 @@ def parse_row(spark, kind: str, fmt: str | None, path: str) -> None:
             decoded.select(F.explode("events").alias("e")).select("e.*").write.format("noop").mode("overwrite").save()
     elif kind == "floor":
         _floor(spark, fmt, path).write.format("noop").mode("overwrite").save()
+    elif kind == "handwritten":
+        _handwritten(spark, path).write.format("noop").mode("overwrite").save()
     elif kind == "from_json":
         m = F.col("m")
         (spark.read.text(path).select(F.from_json("value", FROM_JSON_SCHEMA).alias("m"))
@@ -456,6 +512,15 @@ def _table(spark, spec: dict):
 
     if spec["kind"] == "expected":
         return W.expected_state(spark, spec["end"], spec["keys"]), ""
+    if spec["kind"] == "events":  # a canal file's events, cdclake's or the hand-written job's
+        from cdclake import formats
+        from cdclake.formats.base import DecodeOptions, explode_events
+
+        dec = formats.get("canal-json")
+        events = (explode_events(dec.decode(dec.read_files(spark, [spec["input"]]), DecodeOptions()))
+                  if spec["side"] == "decode" else _handwritten(spark, spec["input"]))
+        # maps cannot be compared by EXCEPT ALL: the images as JSON text (keys in column order)
+        return events.select([F.to_json(c).alias(c) if c in ("before", "after") else F.col(c) for c in events.columns]), ""
     path = _lake_table(spec["path"]) if spec["kind"] == "cdclake" else spec["path"]
     df = spark.read.format("delta").load(path)
     types = {f.name: f.dataType.simpleString() for f in df.schema.fields if not f.name.startswith("_cdc_")}
@@ -656,7 +721,7 @@ def main() -> None:
         kind, _, arg = rid.partition(":")
         if kind in ("decode", "ingest", "floor"):
             need(arg, 0, n, key_of[n])
-        elif kind in ("from_json", "parse_json", "docs"):
+        elif kind in ("from_json", "parse_json", "handwritten", "docs"):
             need("canal-json", 0, n, key_of[n])
         elif kind == "incr":
             need("canal-json", 0, n, key_of[n])
@@ -734,7 +799,7 @@ def main() -> None:
         elif kind == "ingest":
             spec = {"kind": "ingest", "format": arg, "input": inp(arg, 0, n, key_of[n]),
                     "target": str(RUN / f"n{n}" / f"ingest-{arg}")}
-        elif kind in ("from_json", "parse_json"):
+        elif kind in ("from_json", "parse_json", "handwritten"):
             spec = {"kind": kind, "input": inp("canal-json", 0, n, key_of[n]), "repeat": args.repeat}
         elif kind == "docs":
             spec = {"kind": "docs", "input": inp("canal-json", 0, n, key_of[n]), "target": str(RUN / f"n{n}" / "docs")}
@@ -797,6 +862,11 @@ def main() -> None:
     checks = []
     for n in args.event_list:
         exp = {"kind": "expected", "end": n, "keys": key_of[n]}
+        if ok("handwritten", n):
+            canal = inp("canal-json", 0, n, key_of[n])
+            checks.append({"label": f"N={n}: the hand-written canal job's events vs cdclake's decode of the same file",
+                           "left": {"kind": "events", "side": "handwritten", "input": canal},
+                           "right": {"kind": "events", "side": "decode", "input": canal}})
         if ok("ingest:canal-json", n) and ok("docs", n):
             checks.append({"label": f"N={n}: final table rows equal (cdclake canal-json table minus _cdc_* vs docs pattern table)",
                            "left": {"kind": "cdclake", "path": str(RUN / f"n{n}" / "ingest-canal-json")},
@@ -866,6 +936,12 @@ def main() -> None:
     for n in args.event_list:
         ratio("decode", secs("decode:canal-json", n), secs("from_json", n), f", N={n}")
         ratio("decode", warm("decode:canal-json", n), warm("from_json", n), f", N={n}, warm (same JVM)")
+        for a, b, what in (("handwritten", "from_json", "hand-written canal job / Spark from_json + explode"),
+                           ("decode:canal-json", "handwritten", "cdclake decode canal-json / hand-written canal job")):
+            for pick, note in ((secs, ""), (warm, ", warm (same JVM)")):
+                x, y = pick(a, n), pick(b, n)
+                if x is not None and y is not None:
+                    ratio_lines.append(f"{what}, N={n}{note}: {x:.2f} s / {y:.2f} s = {x / y:.2f}x (no target)")
         for f in args.format_list:
             if f"decode@{f}" in TARGETS:
                 ratio(f"decode@{f}", secs(f"decode:{f}", n), secs(f"floor:{f}", n), f", N={n}")
