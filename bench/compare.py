@@ -297,8 +297,7 @@ def _handwritten(spark, path: str):
 
     names = "array(" + ", ".join(sql_str(c["name"]) for c in W.COLUMNS) + ")"
     # the columns as Canal declares them: precision and scale from the MySQL type, no nullability
-    declared = [{**c, "precision": mysql_precision_scale(c["source_type"])[0], "scale": mysql_precision_scale(c["source_type"])[1],
-                 "nullable": None} for c in W.COLUMNS]
+    declared = [{**c, **dict(zip(("precision", "scale"), mysql_precision_scale(c["source_type"]))), "nullable": None} for c in W.COLUMNS]
 
     def image(side: str) -> str:
         conv = [canonical_sql(zero_date_null(f"{side}{k}", c["spark_type"]), c["spark_type"], "latin1") for k, c in enumerate(W.COLUMNS)]

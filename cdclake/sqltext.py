@@ -21,12 +21,12 @@ def quote_ident(name: str) -> str:
 
 
 def sql_in(expr: str, values) -> str:
-    """SQL: ``expr in ('v1', 'v2' ...)`` over the strings ``values`` (:func:`sql_str` each);
+    """SQL: ``expr in (v1, v2 ...)`` over ``values``, strings (:func:`sql_str` each) or ints;
     ``false`` when there are none."""
     vals = list(values)
     if not vals:
         return "false"
-    return f"{expr} in ({', '.join(sql_str(v) for v in vals)})"
+    return f"{expr} in ({', '.join(sql_str(v) if isinstance(v, str) else str(int(v)) for v in vals)})"
 
 
 def sql_case(expr: str, mapping: dict[str, str], default: str = "null") -> str:

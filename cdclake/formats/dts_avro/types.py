@@ -55,7 +55,7 @@ that default, so one NULL widened a decimal(10,2) column to decimal(38,10).)
 from __future__ import annotations
 
 from cdclake.formats.dts_avro.schema import VALUE_BRANCHES
-from cdclake.sqltext import sql_lookup
+from cdclake.sqltext import sql_in, sql_lookup, sql_str
 
 #: ``source.sourceType`` values whose ``dataTypeNumber`` is a MySQL column type code
 MYSQL_SOURCES = ("MySQL", "DRDS")
@@ -165,14 +165,6 @@ NUM_RE = r"^[+-]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][+-]?[0-9]+)?$"
 MAX_SECONDS = 253402300799
 
 
-def in_sql(expr: str, values) -> str:
-    """SQL: ``expr in (values...)`` (Python literals); ``false`` for no values."""
-    vals = list(values)
-    if not vals:
-        return "false"
-    return f"{expr} in ({', '.join(repr(v) for v in vals)})"
-
-
 # --- SQL builders over one image value ``v`` (a VALUE struct expression) --------------------------
 
 
@@ -220,7 +212,7 @@ def value_type_sql(v: str, b: str) -> str:
 
 
 _INT_TYPES = ("bigint", "decimal(20,0)", "decimal(38,0)", "string")
-_INT_RANK = f"array({', '.join(repr(t) for t in _INT_TYPES)})"
+_INT_RANK = f"array({', '.join(sql_str(t) for t in _INT_TYPES)})"
 
 
 def _int_rank_sql(t: str) -> str:
@@ -244,17 +236,17 @@ def column_type_sql(c: str) -> str:
     # the type from other events of the batch, else keeps the table's: TablePlan.untyped)
     unknown = f"{hint_b} in ({B_NULL}, {B_EMPTY})"
     mysql = f"""(case
-      when {in_sql(code, INT_CODES)} then (case when {ints} = 'string' then 'decimal(38,0)' else {ints} end)
-      when {in_sql(code, DECIMAL_CODES)} then (case when {hint_b} = {B_DEC} then {hint_t} when {unknown} then null else 'decimal(38,10)' end)
-      when {in_sql(code, FLOAT_CODES)} then 'double'
+      when {sql_in(code, INT_CODES)} then (case when {ints} = 'string' then 'decimal(38,0)' else {ints} end)
+      when {sql_in(code, DECIMAL_CODES)} then (case when {hint_b} = {B_DEC} then {hint_t} when {unknown} then null else 'decimal(38,10)' end)
+      when {sql_in(code, FLOAT_CODES)} then 'double'
       when {code} = 6 then 'string'
-      when {in_sql(code, TIMESTAMP_CODES)} then 'timestamp'
-      when {in_sql(code, DATE_CODES)} then 'date'
-      when {in_sql(code, TIME_CODES)} then 'string'
+      when {sql_in(code, TIMESTAMP_CODES)} then 'timestamp'
+      when {sql_in(code, DATE_CODES)} then 'date'
+      when {sql_in(code, TIME_CODES)} then 'string'
       when {code} = {YEAR_CODE} then 'int'
-      when {in_sql(code, STRING_CODES)} then (case when {hint_t} = 'binary' then 'binary' when {unknown} then null else 'string' end)
-      when {in_sql(code, TEXT_CODES)} then 'string'
-      when {in_sql(code, BLOB_CODES)} then (case when {hint_b} in ({B_CHAR}, {B_TOBJ}) and {hint_t} = 'string' then 'string'
+      when {sql_in(code, STRING_CODES)} then (case when {hint_t} = 'binary' then 'binary' when {unknown} then null else 'string' end)
+      when {sql_in(code, TEXT_CODES)} then 'string'
+      when {sql_in(code, BLOB_CODES)} then (case when {hint_b} in ({B_CHAR}, {B_TOBJ}) and {hint_t} = 'string' then 'string'
                                               when {unknown} then null else 'binary' end)
       when {code} = {GEOMETRY_CODE} then (case when {hint_b} = {B_TGEO} then 'string' when {unknown} then null else 'binary' end)
       else coalesce({hint_t}, 'string') end)"""

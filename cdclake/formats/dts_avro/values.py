@@ -14,10 +14,10 @@ from pyspark.sql import SparkSession
 from cdclake.formats.dts_avro.schema import VALUE_BRANCHES
 from cdclake.formats.dts_avro.types import (
     B_BGEO, B_BOBJ, B_CHAR, B_DEC, B_DT, B_EMPTY, B_FLOAT, B_INT, B_NULL, B_TGEO, B_TOBJ, B_TS, B_TSTZ, INT_RE,
-    JAVA_CHARSETS, MAX_SECONDS, MYSQL_TYPES, NUM_RE, allowed_sql, branch_sql, column_type_sql, in_sql,
+    JAVA_CHARSETS, MAX_SECONDS, MYSQL_TYPES, NUM_RE, allowed_sql, branch_sql, column_type_sql,
     value_type_sql,
 )
-from cdclake.sqltext import sql_lookup, sql_str
+from cdclake.sqltext import sql_in, sql_lookup, sql_str
 from cdclake.values import TS_FORMAT
 
 _ZONE_ID_RE = re.compile(r"^[A-Za-z0-9/_+\-]+$")
@@ -82,7 +82,7 @@ def _chars_sql(ch: str, legacy_charsets: bool) -> str:
 
     java = ""
     if legacy_charsets:
-        java = f"when {in_sql(cs, JAVA_CHARSETS)} then named_struct('text', decode({b}, {sql_lookup(cs, {k: sql_str(v) for k, v in JAVA_CHARSETS.items()})}), 'ok', true)"
+        java = f"when {sql_in(cs, JAVA_CHARSETS)} then named_struct('text', decode({b}, {sql_lookup(cs, {k: sql_str(v) for k, v in JAVA_CHARSETS.items()})}), 'ok', true)"
     return f"""(case
       when {cs} in ('utf8', 'utf8mb4', 'utf8mb3', 'utf-8') then named_struct('text', cast({b} as string), 'ok', is_valid_utf8({b}))
       when {cs} in ('ascii', 'us-ascii') then named_struct('text', cast({b} as string), 'ok', {hx} rlike '^([0-7][0-9A-F])*$')
@@ -106,7 +106,7 @@ def parts_sql(v: str, b: str, zone: str, t: str, legacy_charsets: bool) -> str:
     TimestampWithTimeZone value (:func:`zone_sql`)."""
     ts, d, tz = f"{v}.member{B_TS}", f"{v}.member{B_DT}", f"{v}.member{B_TSTZ}"
     ts_ok = f"(abs({ts}.timestamp) <= {MAX_SECONDS} and abs(coalesce({ts}.millis, 0)) <= 999999)"
-    only = lambda x, *types: f"case when {t} in ({', '.join(repr(y) for y in types)}) then {x} end"  # noqa: E731
+    only = lambda x, *types: f"case when {sql_in(t, types)} then {x} end"  # noqa: E731
     # (field, its type, its reading per branch): one struct per branch, NULL in the fields of
     # other branches (a CASE per field would test the branch fifteen times a value)
     fields = [
@@ -223,7 +223,7 @@ def columns_sql(zones: tuple[str, ...], legacy: bool) -> str:
     ``reason`` to reject the record (NULL when none). ``zones``: the JVM's zone ids
     (:func:`zone_ids`); ``legacy``: the session reads any Java
     charset (:func:`legacy_charsets_enabled`)."""
-    branch_name = lambda b: f"try_element_at(array({', '.join(repr(n) for n in VALUE_BRANCHES)}), {b} + 1)"  # noqa: E731
+    branch_name = lambda b: f"try_element_at(array({', '.join(sql_str(n) for n in VALUE_BRANCHES)}), {b} + 1)"  # noqa: E731
     mysql_name = sql_lookup("c.code", {k: sql_str(v) for k, v in MYSQL_TYPES.items()}, "concat('MySQL type ', c.code)")
     source_type = f"(case when is_mysql then {mysql_name} else concat(coalesce(r.source.sourceType, 'source'), ' type ', c.code) end)"
     a, b = "get(aimg, c.i)", "get(bimg, c.i)"  # the column's values, read where used, not carried
